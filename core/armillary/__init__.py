@@ -1,0 +1,56 @@
+"""armillary: modular physics simulation on NVIDIA Warp.
+
+The core defines the data model (:class:`ModelBuilder`, :class:`Model`,
+:class:`State`, :class:`Control`, :class:`Contacts`), kinematics, collision
+and the contracts; solvers, importers and actuators come from plugins
+(:mod:`armillary.hookspecs`) resolved on first use, e.g.
+``armillary.solvers.SolverXPBD``. ``import armillary`` imports no plugin.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import solvers
+from ._version import __version__
+from .flags import ModelFlags, StateFlags
+from .hookspecs import hookimpl
+from .sim.enums import Axis, BodyFlags, GeoType, JointType, ParticleFlags, ShapeFlags
+
+# public names defined in submodules, imported on first access
+_LAZY = {
+    "ModelBuilder": "armillary.sim.builder",
+    "Model": "armillary.sim.model",
+    "State": "armillary.sim.state",
+    "Control": "armillary.sim.control",
+    "Contacts": "armillary.sim.contacts",
+    "Mesh": "armillary.sim",
+    "Heightfield": "armillary.sim",
+}
+_SUBMODULES = {"plugins", "registry", "testing", "actuators", "sim", "demos", "cli", "hookspecs", "catalog"}
+
+__all__ = [
+    "Axis",
+    "BodyFlags",
+    "GeoType",
+    "JointType",
+    "ModelFlags",
+    "ParticleFlags",
+    "ShapeFlags",
+    "StateFlags",
+    "__version__",
+    "hookimpl",
+    "solvers",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'armillary' has no attribute {name!r}")

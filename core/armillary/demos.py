@@ -1,0 +1,59 @@
+"""Built-in demo scenes (registered by :mod:`armillary._builtin` through the scene hook).
+
+Each function returns an un-finalized :class:`~armillary.ModelBuilder`; units
+are SI (m, kg, s), z is up.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+
+def _replicated(make_world, world_count: int):
+    from .sim.builder import ModelBuilder
+
+    if world_count < 1:
+        raise ValueError(f"world_count must be at least 1, got {world_count}")
+    world = make_world()
+    scene = ModelBuilder()
+    scene.add_ground_plane()
+    if world_count == 1:
+        scene.add_builder(world)
+    else:
+        scene.replicate(world, world_count)
+    return scene
+
+
+def falling_shapes(world_count: int = 1):
+    """A 3 x 3 grid of spheres (r = 0.1 m) and boxes (0.2 m cubes), density 1000 kg/m^3,
+    released from rest 0.3-0.9 m above the ground plane, with slight initial spin."""
+    from .sim.builder import ModelBuilder
+
+    def make_world():
+        b = ModelBuilder()
+        for i in range(3):
+            for j in range(3):
+                k = 3 * i + j
+                pos = wp.vec3(0.4 * (i - 1), 0.4 * (j - 1), 0.3 + 0.2 * (k % 4))
+                rot = wp.quat_from_axis_angle(wp.normalize(wp.vec3(1.0, 1.0, 0.0)), 0.3 * k)
+                body = b.add_body(xform=wp.transform(pos, rot), label=f"shape_{k}")
+                if k % 2 == 0:
+                    b.add_shape_sphere(body, radius=0.1)
+                else:
+                    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+        return b
+
+    return _replicated(make_world, world_count)
+
+
+def sphere_rest(world_count: int = 1):
+    """One sphere (r = 0.1 m, density 1000 kg/m^3) released 0.5 m above the ground plane."""
+    from .sim.builder import ModelBuilder
+
+    def make_world():
+        b = ModelBuilder()
+        body = b.add_body(xform=wp.transform(wp.vec3(0.0, 0.0, 0.5), wp.quat_identity()), label="sphere")
+        b.add_shape_sphere(body, radius=0.1)
+        return b
+
+    return _replicated(make_world, world_count)

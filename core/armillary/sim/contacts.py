@@ -1,0 +1,128 @@
+"""Contact buffers filled by collision detection: :class:`Contacts` (data container only)."""
+
+from __future__ import annotations
+
+import warp as wp
+
+
+class Contacts:
+    """Preallocated rigid (shape-shape) and soft (particle-shape) contact arrays.
+
+    Rigid contacts (length ``rigid_contact_max``): ``rigid_contact_shape0/1`` (int32, -1 when unused),
+    ``rigid_contact_point0/1`` (vec3, body frame of each shape's body [m]),
+    ``rigid_contact_offset0/1`` (vec3, body-frame friction-anchor offsets [m]),
+    ``rigid_contact_normal`` (vec3, world frame, from shape 0 toward shape 1),
+    ``rigid_contact_margin0/1`` (float, effective radius + margin [m]),
+    ``rigid_contact_force`` (vec3), ``rigid_contact_point_id`` and ``rigid_contact_tids`` (int32);
+    ``rigid_contact_count`` is a one-element int32 array.
+
+    Soft contacts (length ``soft_contact_max``): ``soft_contact_particle``, ``soft_contact_shape`` (int32),
+    ``soft_contact_indices`` (vec3i, -1 padded), ``soft_contact_barycentric``,
+    ``soft_contact_body_pos``, ``soft_contact_body_vel``, ``soft_contact_normal`` (vec3),
+    ``soft_contact_tids`` (int32); ``soft_contact_count`` is a one-element int32 array.
+    """
+
+    EXTENDED_ATTRIBUTES = frozenset({"force"})
+
+    def __init__(
+        self,
+        rigid_contact_max: int,
+        soft_contact_max: int,
+        *,
+        soft_contact_tids_size: int | None = None,
+        requires_grad: bool = False,
+        device=None,
+        per_contact_shape_properties: bool = False,
+        clear_buffers: bool = False,
+        requested_attributes: set[str] | None = None,
+        contact_matching: bool = False,
+        contact_report: bool = False,
+        rigid_contact_surface_velocity: bool = False,
+        **_unused,
+    ):
+        rigid_contact_max, soft_contact_max = int(rigid_contact_max), int(soft_contact_max)
+        if rigid_contact_max < 0 or soft_contact_max < 0:
+            raise ValueError(
+                f"Contacts: rigid_contact_max={rigid_contact_max} and soft_contact_max={soft_contact_max} must be >= 0"
+            )
+        unknown = set(requested_attributes or ()) - self.EXTENDED_ATTRIBUTES
+        if unknown:
+            raise ValueError(f"Contacts: unknown requested attributes {sorted(unknown)}; allowed: {sorted(self.EXTENDED_ATTRIBUTES)}")
+        self.device = wp.get_device(device)
+        self.requires_grad = bool(requires_grad)
+        self.rigid_contact_max = rigid_contact_max
+        self.soft_contact_max = soft_contact_max
+        self.per_contact_shape_properties = per_contact_shape_properties
+        self.clear_buffers = clear_buffers
+        self.contact_matching = contact_matching
+        self.contact_report = contact_report
+        nr, ns, d, g = rigid_contact_max, soft_contact_max, self.device, self.requires_grad
+
+        def full(n, value, dtype):
+            return wp.full(n, value, dtype=dtype, device=d)
+
+        with wp.ScopedDevice(d):
+            self.contact_counters = wp.zeros(4, dtype=wp.int32)
+            self.contact_generation = wp.zeros(1, dtype=wp.int32)
+            # rigid
+            self.rigid_contact_count = wp.zeros(1, dtype=wp.int32)
+            self.rigid_contact_shape0 = full(nr, -1, wp.int32)
+            self.rigid_contact_shape1 = full(nr, -1, wp.int32)
+            self.rigid_contact_point0 = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_point1 = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_offset0 = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_offset1 = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_normal = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_margin0 = wp.zeros(nr, dtype=wp.float32, requires_grad=g)
+            self.rigid_contact_margin1 = wp.zeros(nr, dtype=wp.float32, requires_grad=g)
+            self.rigid_contact_force = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
+            self.rigid_contact_point_id = wp.zeros(nr, dtype=wp.int32)
+            self.rigid_contact_tids = full(nr, -1, wp.int32)
+            per = per_contact_shape_properties
+            self.rigid_contact_stiffness = wp.zeros(nr, dtype=wp.float32) if per else None
+            self.rigid_contact_damping = wp.zeros(nr, dtype=wp.float32) if per else None
+            self.rigid_contact_friction = wp.zeros(nr, dtype=wp.float32) if per else None
+            self.rigid_contact_surface_velocity = wp.zeros(nr, dtype=wp.vec3) if rigid_contact_surface_velocity else None
+            self.rigid_contact_match_index = full(nr, -1, wp.int32) if contact_matching else None
+            self.rigid_contact_new_indices = wp.zeros(nr, dtype=wp.int32) if contact_report else None
+            self.rigid_contact_new_count = wp.zeros(1, dtype=wp.int32) if contact_report else None
+            self.rigid_contact_broken_indices = wp.zeros(nr, dtype=wp.int32) if contact_report else None
+            self.rigid_contact_broken_count = wp.zeros(1, dtype=wp.int32) if contact_report else None
+            # soft
+            self.soft_contact_count = wp.zeros(1, dtype=wp.int32)
+            self.soft_contact_particle = full(ns, -1, wp.int32)
+            self.soft_contact_shape = full(ns, -1, wp.int32)
+            self.soft_contact_indices = full(ns, wp.vec3i(-1, -1, -1), wp.vec3i)
+            self.soft_contact_rigid_indices = full(ns, wp.vec3i(-1, -1, -1), wp.vec3i)
+            self.soft_contact_barycentric = wp.zeros(ns, dtype=wp.vec3, requires_grad=g)
+            self.soft_contact_body_pos = wp.zeros(ns, dtype=wp.vec3, requires_grad=g)
+            self.soft_contact_body_vel = wp.zeros(ns, dtype=wp.vec3, requires_grad=g)
+            self.soft_contact_normal = wp.zeros(ns, dtype=wp.vec3, requires_grad=g)
+            tids = ns if soft_contact_tids_size is None else int(soft_contact_tids_size)
+            self.soft_contact_tids = full(tids, -1, wp.int32)
+            # extended
+            requested = set(requested_attributes or ())
+            self.force = wp.zeros(nr + ns, dtype=wp.spatial_vector, requires_grad=g) if "force" in requested else None
+
+    @property
+    def contact_matching_mode(self) -> str:
+        return "enabled" if self.contact_matching else "disabled"
+
+    def clear(self, bump_generation: bool = True) -> None:
+        """Reset the contact counts (and, with ``clear_buffers``, the per-contact arrays)."""
+        self.rigid_contact_count.zero_()
+        self.soft_contact_count.zero_()
+        self.contact_counters.zero_()
+        if self.clear_buffers:
+            for name in ("rigid_contact_shape0", "rigid_contact_shape1", "soft_contact_particle", "soft_contact_shape"):
+                getattr(self, name).fill_(-1)
+            for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force"):
+                getattr(self, name).zero_()
+        if bump_generation:
+            g = self.contact_generation.numpy()
+            self.contact_generation.fill_(int(g[0]) + 1)
+
+    def validate_extended_attributes(self, attributes: tuple[str, ...]) -> None:
+        unknown = set(attributes) - self.EXTENDED_ATTRIBUTES
+        if unknown:
+            raise ValueError(f"Contacts: unknown extended attributes {sorted(unknown)}; allowed: {sorted(self.EXTENDED_ATTRIBUTES)}")

@@ -1,0 +1,218 @@
+"""Geometry source data attached to shapes: :class:`Mesh` and :class:`Heightfield`.
+
+Both are plain host-side containers (numpy arrays). They are referenced from
+``ModelBuilder.shape_source`` / ``Model.shape_source``; collision back ends may
+build device-side acceleration structures from them lazily.
+
+Units: lengths in meters. Mass properties of a :class:`Mesh` are computed for
+unit density (``mass`` is the enclosed volume in m^3, ``inertia`` is the
+unit-density inertia tensor about the center of mass, in m^5), so scaling by a
+shape's density gives kg and kg*m^2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mass import mesh_mass_properties
+
+
+def _as_vertices(vertices, name: str = "vertices") -> np.ndarray:
+    try:
+        v = np.asarray(vertices, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Mesh {name} must be an array of shape (N, 3) of floats: {e}") from None
+    if v.ndim == 1 and v.size % 3 == 0:
+        v = v.reshape(-1, 3)
+    if v.ndim != 2 or v.shape[1] != 3:
+        raise ValueError(f"Mesh {name} must have shape (N, 3), got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"Mesh {name} contain non-finite values (NaN or inf); all coordinates must be finite")
+    return v
+
+
+class Mesh:
+    """A triangle mesh in its local frame.
+
+    Args:
+        vertices: vertex positions, shape ``(N, 3)`` [m].
+        indices: triangle vertex indices, flat of length ``3*T`` or shape ``(T, 3)``,
+            counter-clockwise winding seen from outside.
+        normals: optional per-vertex normals ``(N, 3)``.
+        uvs: optional per-vertex texture coordinates ``(N, 2)``.
+        compute_inertia: compute unit-density mass properties from the closed surface.
+        is_solid: solid (``True``) or thin-shell mesh; used for mass properties.
+        maxhullvert: maximum number of convex hull vertices for convex approximations.
+        color: display sRGB color in ``[0, 1]``.
+    """
+
+    MAX_HULL_VERTICES = 64
+
+    def __init__(
+        self,
+        vertices,
+        indices,
+        *,
+        normals=None,
+        uvs=None,
+        compute_inertia: bool = True,
+        is_solid: bool = True,
+        maxhullvert: int | None = None,
+        color=None,
+        roughness: float | None = None,
+        metallic: float | None = None,
+        texture=None,
+        texture_transform=((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+        sdf=None,
+        opacity: float | None = None,
+        enable_surface_velocity: bool = False,
+    ):
+        self._vertices = _as_vertices(vertices)
+        try:
+            idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Mesh indices must be integers: {e}") from None
+        if idx.size % 3 != 0:
+            raise ValueError(f"Mesh indices length must be a multiple of 3 (triangles), got {idx.size}")
+        n = len(self._vertices)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"Mesh indices must lie in [0, {n - 1}] (vertex count {n}), got range [{idx.min()}, {idx.max()}]")
+        self._indices = idx.astype(np.int32)
+        self._normals = None if normals is None else _as_vertices(normals, "normals")
+        self._uvs = None if uvs is None else np.asarray(uvs, dtype=np.float32)
+        self.is_solid = bool(is_solid)
+        self.maxhullvert = self.MAX_HULL_VERTICES if maxhullvert is None else int(maxhullvert)
+        self.color = None if color is None else tuple(float(c) for c in color)
+        self.roughness = roughness
+        self.metallic = metallic
+        self.texture = texture
+        self.texture_transform = texture_transform
+        self.sdf = sdf
+        self.opacity = opacity
+        self.enable_surface_velocity = bool(enable_surface_velocity)
+        self.has_inertia = False
+        self.mass = 0.0
+        self.com = (0.0, 0.0, 0.0)
+        self.inertia = np.zeros((3, 3), dtype=np.float64)
+        if compute_inertia and len(self._indices):
+            self._compute_mass_properties()
+
+    def _compute_mass_properties(self):
+        m, com, inertia = mesh_mass_properties(self._vertices, self._indices.reshape(-1, 3), 1.0, self.is_solid)
+        self.mass = float(m)
+        self.com = tuple(float(c) for c in com)
+        self.inertia = inertia
+        self.has_inertia = True
+
+    @property
+    def vertices(self) -> np.ndarray:
+        """Vertex positions, shape ``(N, 3)``, float32 [m]."""
+        return self._vertices
+
+    @vertices.setter
+    def vertices(self, value):
+        self._vertices = _as_vertices(value)
+        if self.has_inertia:
+            self._compute_mass_properties()
+
+    @property
+    def indices(self) -> np.ndarray:
+        """Flat triangle indices, shape ``(3*T,)``, int32."""
+        return self._indices
+
+    @property
+    def normals(self):
+        return self._normals
+
+    @property
+    def uvs(self):
+        return self._uvs
+
+    def copy(self, vertices=None, indices=None, recompute_inertia: bool = False) -> "Mesh":
+        """Return a copy, optionally with replaced vertices / indices."""
+        m = Mesh(
+            self._vertices.copy() if vertices is None else vertices,
+            self._indices.copy() if indices is None else indices,
+            normals=self._normals,
+            uvs=self._uvs,
+            compute_inertia=False,
+            is_solid=self.is_solid,
+            maxhullvert=self.maxhullvert,
+            color=self.color,
+            sdf=self.sdf,
+            opacity=self.opacity,
+        )
+        if recompute_inertia or vertices is not None or indices is not None:
+            if self.has_inertia:
+                m._compute_mass_properties()
+        else:
+            m.has_inertia, m.mass, m.com, m.inertia = self.has_inertia, self.mass, self.com, self.inertia.copy()
+        return m
+
+    def aabb(self) -> tuple[np.ndarray, np.ndarray]:
+        """Axis-aligned bounds ``(lower, upper)`` of the vertices in the mesh frame [m]."""
+        if len(self._vertices) == 0:
+            return np.zeros(3), np.zeros(3)
+        return self._vertices.min(axis=0), self._vertices.max(axis=0)
+
+    @staticmethod
+    def create_box(hx: float, hy: float | None = None, hz: float | None = None, **kwargs) -> "Mesh":
+        """Closed box mesh with half extents ``hx, hy, hz`` [m] centered at the origin."""
+        hy = hx if hy is None else hy
+        hz = hx if hz is None else hz
+        v = np.array(
+            [[sx * hx, sy * hy, sz * hz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float32
+        )
+        # vertex id = 4*ix + 2*iy + iz with ix,iy,iz in {0,1}
+        faces = [
+            (0, 1, 3), (0, 3, 2),  # -x
+            (4, 6, 7), (4, 7, 5),  # +x
+            (0, 4, 5), (0, 5, 1),  # -y
+            (2, 3, 7), (2, 7, 6),  # +y
+            (0, 2, 6), (0, 6, 4),  # -z
+            (1, 5, 7), (1, 7, 3),  # +z
+        ]  # fmt: skip
+        return Mesh(v, np.array(faces, dtype=np.int32).reshape(-1), compute_inertia=kwargs.get("compute_inertia", True))
+
+    def __repr__(self) -> str:
+        return f"Mesh(vertices={len(self._vertices)}, triangles={len(self._indices) // 3})"
+
+
+class Heightfield:
+    """A regular elevation grid.
+
+    Args:
+        data: elevations, shape ``(nrow, ncol)`` [m]; row ``i`` maps to local y, column ``j`` to local x.
+        nrow, ncol: grid dimensions (``>= 2`` each).
+        hx, hy: half extents of the grid along local x and y [m].
+        min_z, max_z: elevation bounds [m]; default to the data range.
+    """
+
+    def __init__(self, data, nrow: int, ncol: int, hx: float = 1.0, hy: float = 1.0, min_z=None, max_z=None):
+        nrow, ncol = int(nrow), int(ncol)
+        if nrow < 2 or ncol < 2:
+            raise ValueError(f"Heightfield nrow and ncol must be >= 2, got nrow={nrow}, ncol={ncol}")
+        try:
+            arr = np.asarray(data, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Heightfield data must be a ({nrow}, {ncol}) array of floats: {e}") from None
+        if arr.size != nrow * ncol:
+            raise ValueError(f"Heightfield data must have nrow*ncol = {nrow * ncol} values, got {arr.size}")
+        arr = arr.reshape(nrow, ncol)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("Heightfield data contains non-finite values; all elevations must be finite")
+        if not (hx > 0 and hy > 0):
+            raise ValueError(f"Heightfield hx and hy must be > 0, got hx={hx}, hy={hy}")
+        self.data = arr
+        self.nrow, self.ncol = nrow, ncol
+        self.hx, self.hy = float(hx), float(hy)
+        self.min_z = float(arr.min()) if min_z is None else float(min_z)
+        self.max_z = float(arr.max()) if max_z is None else float(max_z)
+        self.is_solid = True
+        self.has_inertia = False
+        self.mass = 0.0
+        self.com = (0.0, 0.0, 0.0)
+        self.inertia = np.zeros((3, 3))
+
+    def __repr__(self) -> str:
+        return f"Heightfield(nrow={self.nrow}, ncol={self.ncol}, hx={self.hx}, hy={self.hy})"

@@ -1,0 +1,9 @@
+"""Hook implementations of armillary-actuators (entry point ``actuators`` in group ``armillary``).
+
+This distribution will register its components through the
+``armillary_register_actuators`` hook. Until
+then it registers nothing, so that no placeholder can be mistaken for a
+working implementation: ``armillary plugins`` lists it as providing
+nothing yet, and asking for one of its names raises ``ImportError``
+saying this version does not provide it.
+"""

@@ -1,0 +1,3 @@
+"""armillary-importer-urdf: URDF importer serving ModelBuilder.add_urdf."""
+
+__version__ = "0.1.0"

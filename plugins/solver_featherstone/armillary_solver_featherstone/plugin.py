@@ -1,0 +1,9 @@
+"""Hook implementations of armillary-solver-featherstone (entry point ``solver_featherstone`` in group ``armillary``).
+
+This distribution will register `SolverFeatherstone` through the
+``armillary_register_solvers`` hook (issue #7). Until
+then it registers nothing, so that no placeholder can be mistaken for a
+working implementation: ``armillary plugins`` lists it as providing
+nothing yet, and asking for one of its names raises ``ImportError``
+saying this version does not provide it.
+"""

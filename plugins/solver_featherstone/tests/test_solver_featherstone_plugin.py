@@ -1,0 +1,24 @@
+"""The armillary-solver-featherstone distribution is discoverable through the ``armillary`` entry points."""
+
+import importlib.metadata
+
+
+def test_entry_point_is_declared():
+    eps = [ep for ep in importlib.metadata.entry_points(group="armillary") if ep.name == "solver_featherstone"]
+    assert len(eps) == 1
+    assert eps[0].value == "armillary_solver_featherstone.plugin"
+    assert eps[0].dist.metadata["Name"] == "armillary-solver-featherstone"
+
+
+def test_plugin_module_is_light():
+    """Importing the plugin module (what discovery does) pulls in no heavy dependency."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, armillary_solver_featherstone.plugin; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('mujoco', 'mujoco_warp', 'pxr', 'torch', 'trimesh')]; "
+        "print(bad); raise SystemExit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
