@@ -15,24 +15,19 @@ from . import solvers
 from ._version import __version__
 from .flags import ModelFlags, StateFlags
 from .hookspecs import hookimpl
-from .sim.enums import Axis, BodyFlags, GeoType, JointType, ParticleFlags, ShapeFlags
+from .sim.enums import Axis, BodyFlags, GeoType, JointTargetMode, JointType, ParticleFlags, ShapeFlags
 
 # public names defined in submodules, imported on first access
-_LAZY = {
-    "ModelBuilder": "armillary.sim.builder",
-    "Model": "armillary.sim.model",
-    "State": "armillary.sim.state",
-    "Control": "armillary.sim.control",
-    "Contacts": "armillary.sim.contacts",
-    "Mesh": "armillary.sim",
-    "Heightfield": "armillary.sim",
-}
-_SUBMODULES = {"plugins", "registry", "testing", "actuators", "sim", "demos", "cli", "hookspecs", "catalog"}
+_LAZY = {name: "armillary.sim" for name in ("ModelBuilder", "Model", "State", "Control", "Contacts", "Mesh",
+                                             "Heightfield")}
+_SUBMODULES = {"actuators", "catalog", "cli", "demos", "docsgen", "hookspecs", "plugins", "registry", "runner", "sim",
+               "testing"}
 
 __all__ = [
     "Axis",
     "BodyFlags",
     "GeoType",
+    "JointTargetMode",
     "JointType",
     "ModelFlags",
     "ParticleFlags",

@@ -9,6 +9,13 @@ from __future__ import annotations
 import warp as wp
 
 
+def _material():
+    """Stiff, well-damped contact material for the demos (penalty solvers settle within 1 mm)."""
+    from .sim.builder import ModelBuilder
+
+    return ModelBuilder.ShapeConfig(density=1000.0, ke=1.0e5, kd=1.0e3, mu=0.6)
+
+
 def _replicated(make_world, world_count: int):
     from .sim.builder import ModelBuilder
 
@@ -16,7 +23,7 @@ def _replicated(make_world, world_count: int):
         raise ValueError(f"world_count must be at least 1, got {world_count}")
     world = make_world()
     scene = ModelBuilder()
-    scene.add_ground_plane()
+    scene.add_ground_plane(cfg=_material())
     if world_count == 1:
         scene.add_builder(world)
     else:
@@ -26,7 +33,7 @@ def _replicated(make_world, world_count: int):
 
 def falling_shapes(world_count: int = 1):
     """A 3 x 3 grid of spheres (r = 0.1 m) and boxes (0.2 m cubes), density 1000 kg/m^3,
-    released from rest 0.3-0.9 m above the ground plane, with slight initial spin."""
+    released from rest 0.3-0.9 m above the ground plane in tilted orientations."""
     from .sim.builder import ModelBuilder
 
     def make_world():
@@ -38,9 +45,9 @@ def falling_shapes(world_count: int = 1):
                 rot = wp.quat_from_axis_angle(wp.normalize(wp.vec3(1.0, 1.0, 0.0)), 0.3 * k)
                 body = b.add_body(xform=wp.transform(pos, rot), label=f"shape_{k}")
                 if k % 2 == 0:
-                    b.add_shape_sphere(body, radius=0.1)
+                    b.add_shape_sphere(body, radius=0.1, cfg=_material())
                 else:
-                    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+                    b.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1, cfg=_material())
         return b
 
     return _replicated(make_world, world_count)
@@ -53,7 +60,7 @@ def sphere_rest(world_count: int = 1):
     def make_world():
         b = ModelBuilder()
         body = b.add_body(xform=wp.transform(wp.vec3(0.0, 0.0, 0.5), wp.quat_identity()), label="sphere")
-        b.add_shape_sphere(body, radius=0.1)
+        b.add_shape_sphere(body, radius=0.1, cfg=_material())
         return b
 
     return _replicated(make_world, world_count)

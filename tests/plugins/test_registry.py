@@ -160,3 +160,11 @@ def test_builtin_scenes_register_through_the_public_hook(registry):
     assert record.distribution == "armillary"
     assert ("scene", "falling_shapes") in record.provides
     assert registry.scenes.get("falling_shapes").meta["dt"] > 0
+
+
+def test_coupled_namespace_resolves_through_the_registry():
+    import armillary.solvers.experimental.coupled as coupled
+
+    with pytest.raises(ImportError, match="pip install armillary-coupling"):
+        coupled.SolverCoupledProxy  # noqa: B018
+    assert armillary.solvers.experimental.coupled is coupled

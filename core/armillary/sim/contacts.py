@@ -5,6 +5,11 @@ from __future__ import annotations
 import warp as wp
 
 
+@wp.kernel
+def _bump_generation(gen: wp.array(dtype=wp.int32)):
+    gen[0] = gen[0] + 1
+
+
 class Contacts:
     """Preallocated rigid (shape-shape) and soft (particle-shape) contact arrays.
 
@@ -119,8 +124,7 @@ class Contacts:
             for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force"):
                 getattr(self, name).zero_()
         if bump_generation:
-            g = self.contact_generation.numpy()
-            self.contact_generation.fill_(int(g[0]) + 1)
+            wp.launch(_bump_generation, dim=1, inputs=[self.contact_generation], device=self.device)
 
     def validate_extended_attributes(self, attributes: tuple[str, ...]) -> None:
         unknown = set(attributes) - self.EXTENDED_ATTRIBUTES

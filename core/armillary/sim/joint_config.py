@@ -132,7 +132,7 @@ class JointDofConfig:
         """A DOF without limits and without limit gains."""
         return cls(axis=axis, limit_lower=-1e10, limit_upper=1e10, limit_ke=0.0, limit_kd=0.0)
 
-    def validate(self, what: str) -> None:
+    def validate(self, what: str, check_order: bool = True) -> None:
         """Raise ``ValueError`` naming ``what`` when a value is invalid."""
         for name in ("limit_lower", "limit_upper", "target_q", "target_qd"):
             if math.isnan(getattr(self, name)):
@@ -144,7 +144,7 @@ class JointDofConfig:
                 raise ValueError(f"{what}: {name}={v} is invalid; expected a value >= 0")
         if self.rest_q is not None and not math.isfinite(self.rest_q):
             raise ValueError(f"{what}: rest_q={self.rest_q} must be finite")
-        if self.limit_lower > self.limit_upper:
+        if check_order and self.limit_lower > self.limit_upper:
             raise ValueError(
                 f"{what}: limit_lower={self.limit_lower} is greater than limit_upper={self.limit_upper}; "
                 "expected limit_lower <= limit_upper"

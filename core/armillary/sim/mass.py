@@ -136,7 +136,9 @@ def _shrink(geo_type: int, scale, t: float):
     s = list(scale)
     if geo_type in (GeoType.SPHERE,):
         return [max(s[0] - t, 0.0), 0.0, 0.0]
-    if geo_type in (GeoType.CAPSULE, GeoType.CYLINDER, GeoType.CONE):
+    if geo_type == GeoType.CAPSULE:  # the caps already give the wall thickness at the ends
+        return [max(s[0] - t, 0.0), s[1], 0.0]
+    if geo_type in (GeoType.CYLINDER, GeoType.CONE):
         return [max(s[0] - t, 0.0), max(s[1] - t, 0.0), 0.0]
     return [max(v - t, 0.0) for v in s]
 

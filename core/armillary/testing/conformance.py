@@ -108,7 +108,8 @@ class _Sim:
         self.state_1 = model.state()
         self.control = model.control()
         self.contacts = None
-        if self.solver.capabilities.collision_pipeline:
+        # solvers that consume the core collision pipeline get fresh contacts every step
+        if self.solver.capabilities.collision_pipeline and hasattr(model, "collide"):
             self.contacts = model.contacts()
         self.time = 0.0
 
@@ -158,6 +159,10 @@ class SolverConformance:
         device: Warp device of the test scenes (default ``"cpu"``).
         dt: time step of every check [s] (default 1 ms).
         tolerances: a :class:`Tolerances` (the defaults are the standard).
+        graph_capturable: ``True`` (default) checks that ``step`` never
+            reads device arrays back or synchronises (captured in a CUDA graph
+            on CUDA devices; on the CPU, array read-backs and
+            ``wp.synchronize*`` are trapped).
 
     Contract checks (every solver): honest, well-formed capabilities; ``step``
     leaves ``state_in`` untouched and accepts ``control=None`` and
@@ -185,6 +190,8 @@ class SolverConformance:
     device: ClassVar[str] = "cpu"
     dt: ClassVar[float] = 1.0e-3
     tolerances: ClassVar[Tolerances] = Tolerances()
+    graph_capturable: ClassVar[bool] = True
+    """Set to ``False`` (and say why) for a solver whose ``step`` synchronises with the host."""
 
     pytestmark = [pytest.mark.conformance]
 
@@ -221,7 +228,7 @@ class SolverConformance:
         if missing_j:
             pytest.skip(f"{name} does not declare joint type(s) {', '.join(missing_j)}")
 
-    def builder(self, gravity: float | None = None):
+    def builder(self, gravity=None):
         from ..sim.builder import ModelBuilder
 
         if gravity is None:
@@ -307,7 +314,9 @@ class SolverConformance:
         for feature, needed in implies.items():
             if feature in caps.features:
                 assert needed in caps.features, f"{cls.__name__} declares {feature!r} but not {needed!r}"
-        joint_features = {"joint_limits", "joint_drives", "joint_springs", "joint_forces", "mimic_joints", "loop_joints"}
+        joint_features = {
+            "joint_limits", "joint_drives", "joint_springs", "joint_forces", "mimic_joints", "loop_joints",
+        }
         if caps.features & joint_features:
             assert caps.joint_types - {JointType.FREE, JointType.FIXED}, (
                 f"{cls.__name__} declares joint features {sorted(caps.features & joint_features)} "
@@ -338,6 +347,37 @@ class SolverConformance:
         assert _snapshot(state_out) != before or model.body_count + model.particle_count == 0, (
             "step() did not write state_out"
         )
+
+    def test_step_does_not_synchronise_with_the_host(self, monkeypatch):
+        if not self.graph_capturable:
+            pytest.skip(f"{type(self).__name__} sets graph_capturable = False")
+        import warp as wp
+
+        model, has_bodies = self._mixed_model()
+        sim = self.sim(model)
+        if has_bodies:
+            sim.set_body_qd(np.tile([[0.3, 0.0, 0.0, 0.0, 0.0, 1.0]], (model.body_count, 1)))
+        sim.step(2)  # warm-up: kernels compiled, caches allocated
+        device = wp.get_device(model.device)
+        if device.is_cuda:
+            with wp.ScopedCapture(device=device) as capture:
+                sim.step(2)
+            wp.capture_launch(capture.graph)
+            wp.synchronize_device(device)
+            return
+
+        def trap(what):
+            def _raise(*args, **kwargs):
+                raise AssertionError(f"step() synchronised with the host ({what}): it cannot be graph-captured")
+
+            return _raise
+
+        for name in ("numpy", "list", "__array__"):
+            monkeypatch.setattr(wp.array, name, trap(f"wp.array.{name}"))
+        for name in ("synchronize", "synchronize_device", "synchronize_stream"):
+            if hasattr(wp, name):
+                monkeypatch.setattr(wp, name, trap(f"wp.{name}"))
+        sim.step(2)
 
     def test_notify_model_changed_accepts_all_and_custom_flags(self):
         model, _ = self._mixed_model()
@@ -544,8 +584,10 @@ class SolverConformance:
         inertia = 0.4 * mass * radius * radius
         w = sim.body_qd()[0, 3:]
         expected = tau / inertia * t
-        np.testing.assert_allclose(w, expected, rtol=tol.velocity_rel, atol=tol.velocity_rel * np.abs(expected).max(),
-                                   err_msg="torque (angular part of body_f, world frame) did not spin the body at tau/I")
+        np.testing.assert_allclose(
+            w, expected, rtol=tol.velocity_rel, atol=tol.velocity_rel * np.abs(expected).max(),
+            err_msg="torque (angular part of body_f, world frame) did not spin the body at tau/I",
+        )
 
     def test_pendulum_energy(self):
         """REVOLUTE joints: a pendulum released horizontally swings down, keeps its length and its energy.
@@ -694,7 +736,7 @@ class SolverConformance:
     def test_kinematic_body_pushes_dynamic_body(self):
         """``kinematic_bodies`` + ``rigid_contacts``: a kinematic sphere at 1 m/s pushes a free one ahead of it."""
         self.require("rigid_bodies", "kinematic_bodies", "rigid_contacts", joint_types=[JointType.FREE])
-        b = self.builder(gravity=0.0)
+        b = self.builder(gravity=(0.0, 0.0, 0.0))
         self.add_sphere_body(b, (0.0, 0.0, 1.0), is_kinematic=True)
         self.add_sphere_body(b, (0.3, 0.0, 1.0))
         model = self.finalize(b)

@@ -1,13 +1,14 @@
 """Warp kernels of the example semi-implicit (symplectic) Euler solver.
 
-One fused kernel, :func:`step_kernel`, does the whole step: thread ``i``
-integrates body ``i`` (when ``i < body_count``) and particle ``i`` (when
-``i < particle_count``).
+A step is two launches: :func:`shape_pose_kernel` computes the world pose
+of every shape, then the fused :func:`step_kernel` does the rest: thread
+``i`` integrates body ``i`` (when ``i < body_count``) and particle ``i``
+(when ``i < particle_count``).
 
 Contacts are penalty springs evaluated by *gathering*: each body thread loops
-over its own collision shapes and, for each, over every shape of the model
-(brute force, filtered by world), and sums the contact wrenches acting on
-itself. A pair is always evaluated in a canonical order (lower shape index
+over its own collision shapes and, for each, over every collision shape of
+its world and every global shape (brute force with a bounding-sphere test),
+and sums the contact wrenches acting on itself. A pair is always evaluated in a canonical order (lower shape index
 first), so the two bodies of a pair compute bit-identical, opposite forces.
 No atomics are used, hence the result does not depend on thread scheduling:
 the solver is deterministic.
@@ -35,13 +36,20 @@ BODY_KINEMATIC = wp.constant(2)
 PARTICLE_ACTIVE = wp.constant(1)
 
 
-@wp.func
-def shape_world_xform(s: int, shape_body: wp.array(dtype=wp.int32), shape_transform: wp.array(dtype=wp.transform),
-                      body_q: wp.array(dtype=wp.transform)):
+@wp.kernel
+def shape_pose_kernel(
+    shape_body: wp.array(dtype=wp.int32),
+    shape_transform: wp.array(dtype=wp.transform),
+    body_q: wp.array(dtype=wp.transform),
+    shape_X: wp.array(dtype=wp.transform),
+):
+    """World pose of every shape (first launch of a step)."""
+    s = wp.tid()
     b = shape_body[s]
     if b < 0:
-        return shape_transform[s]
-    return wp.transform_multiply(body_q[b], shape_transform[s])
+        shape_X[s] = shape_transform[s]
+    else:
+        shape_X[s] = wp.transform_multiply(body_q[b], shape_transform[s])
 
 
 @wp.func
@@ -92,7 +100,7 @@ def pair_wrench(
     body_com: wp.array(dtype=wp.vec3),
     shape_type: wp.array(dtype=wp.int32),
     shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
+    shape_X: wp.array(dtype=wp.transform),
     shape_scale: wp.array(dtype=wp.vec3),
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
@@ -123,8 +131,8 @@ def pair_wrench(
     if mu < 0.0:
         mu = 0.5 * (shape_mu[sa] + shape_mu[sb])
 
-    xa = shape_world_xform(sa, shape_body, shape_transform, body_q)
-    xb = shape_world_xform(sb, shape_body, shape_transform, body_q)
+    xa = shape_X[sa]
+    xb = shape_X[sb]
 
     # ---- shape vs plane (the plane may be either member of the pair)
     if ta == GEO_PLANE or tb == GEO_PLANE:
@@ -152,7 +160,9 @@ def pair_wrench(
             depth = scale[0] - wp.dot(c - p0, n)
             if depth > 0.0:
                 p = c - n * scale[0]
-                v_rel = point_velocity(b, p, body_q, body_qd, body_com) - point_velocity(bp, p, body_q, body_qd, body_com)
+                v_rel = point_velocity(b, p, body_q, body_qd, body_com) - point_velocity(
+                    bp, p, body_q, body_qd, body_com
+                )
                 f = penalty_force(n, depth, v_rel, ke, kd, mu, v_eps)
                 acc = add_point_force(b, target, sign, f, p, x_com, acc)
                 acc = add_point_force(bp, target, -sign, f, p, x_com, acc)
@@ -204,11 +214,16 @@ def pair_wrench(
 
 
 @wp.func
-def shapes_may_touch(sa: int, sb: int, shape_body: wp.array(dtype=wp.int32), shape_world: wp.array(dtype=wp.int32),
-                     shape_collide: wp.array(dtype=wp.int32)):
+def shapes_may_touch(
+    sa: int,
+    sb: int,
+    shape_body: wp.array(dtype=wp.int32),
+    shape_world: wp.array(dtype=wp.int32),
+    shape_bound: wp.array(dtype=float),
+    shape_X: wp.array(dtype=wp.transform),
+):
+    """Cheap filter: different bodies, compatible worlds, overlapping bounding spheres (planes: always)."""
     if sa == sb:
-        return False
-    if shape_collide[sa] == 0 or shape_collide[sb] == 0:
         return False
     ba = shape_body[sa]
     bb = shape_body[sb]
@@ -218,6 +233,12 @@ def shapes_may_touch(sa: int, sb: int, shape_body: wp.array(dtype=wp.int32), sha
     wb = shape_world[sb]
     if wa != wb and wa >= 0 and wb >= 0:
         return False
+    ra = shape_bound[sa]
+    rb = shape_bound[sb]
+    if ra >= 0.0 and rb >= 0.0:
+        d = wp.transform_get_translation(shape_X[sa]) - wp.transform_get_translation(shape_X[sb])
+        if wp.dot(d, d) > (ra + rb) * (ra + rb):
+            return False
     return True
 
 
@@ -232,7 +253,6 @@ def integrate_rotation(q: wp.quat, w: wp.vec3, dt: float):
 def step_kernel(
     body_count: int,
     particle_count: int,
-    shape_count: int,
     dt: float,
     gravity: wp.array(dtype=wp.vec3),
     # body state in
@@ -248,13 +268,16 @@ def step_kernel(
     body_world: wp.array(dtype=wp.int32),
     body_shape_start: wp.array(dtype=wp.int32),
     body_shape_ids: wp.array(dtype=wp.int32),
+    # collision candidates grouped by world: group 0 = global shapes, group w + 1 = world w
+    group_start: wp.array(dtype=wp.int32),
+    group_ids: wp.array(dtype=wp.int32),
     # shapes
     shape_type: wp.array(dtype=wp.int32),
     shape_body: wp.array(dtype=wp.int32),
-    shape_transform: wp.array(dtype=wp.transform),
+    shape_X: wp.array(dtype=wp.transform),
     shape_scale: wp.array(dtype=wp.vec3),
     shape_world: wp.array(dtype=wp.int32),
-    shape_collide: wp.array(dtype=wp.int32),
+    shape_bound: wp.array(dtype=float),
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
@@ -295,18 +318,33 @@ def step_kernel(
             wrench = wp.spatial_vector()
             if body_f.shape[0] > tid:
                 wrench = body_f[tid]
-            # contacts: every shape of this body against every other shape
+            # contacts: every collision shape of this body against the global
+            # shapes and the shapes of its own world (all worlds for a global body)
+            groups = group_start.shape[0] - 1
             for k in range(body_shape_start[tid], body_shape_start[tid + 1]):
                 s = body_shape_ids[k]
-                for o in range(shape_count):
-                    if shapes_may_touch(s, o, shape_body, shape_world, shape_collide):
-                        sa = wp.min(s, o)
-                        sb = wp.max(s, o)
-                        wrench = wrench + pair_wrench(
-                            sa, sb, tid, x_com, body_q, body_qd, body_com, shape_type, shape_body, shape_transform,
-                            shape_scale, shape_ke, shape_kd, shape_mu, contact_ke, contact_kd, contact_mu,
-                            friction_v_eps,
-                        )
+                for pass_ in range(2):
+                    lo = group_start[0]
+                    hi = group_start[1]
+                    if pass_ == 1:
+                        if world < 0:
+                            lo = group_start[1]
+                            hi = group_start[groups]
+                        elif world + 2 <= groups:
+                            lo = group_start[world + 1]
+                            hi = group_start[world + 2]
+                        else:
+                            hi = lo
+                    for c in range(lo, hi):
+                        o = group_ids[c]
+                        if shapes_may_touch(s, o, shape_body, shape_world, shape_bound, shape_X):
+                            sa = wp.min(s, o)
+                            sb = wp.max(s, o)
+                            wrench = wrench + pair_wrench(
+                                sa, sb, tid, x_com, body_q, body_qd, body_com, shape_type, shape_body, shape_X,
+                                shape_scale, shape_ke, shape_kd, shape_mu, contact_ke, contact_kd, contact_mu,
+                                friction_v_eps,
+                            )
             f = wp.spatial_top(wrench)
             tau = wp.spatial_bottom(wrench)
 

@@ -24,7 +24,7 @@ __all__ = ["SolverSymplecticEuler"]
 class SolverSymplecticEuler(SolverBase):
     """Semi-implicit Euler for free rigid bodies and particles, with penalty contacts.
 
-    Each step, in one fused Warp kernel:
+    Each step is two Warp launches (shape poses, then one fused kernel):
 
     * rigid bodies: the COM velocity is advanced by gravity (per world), the
       external wrench ``State.body_f`` and contact forces, then the position
@@ -87,9 +87,8 @@ class SolverSymplecticEuler(SolverBase):
         contact_mu: float | None = None,
         friction_smoothing: float = 0.05,
         angular_damping: float = 0.0,
-        collision_pipeline=None,
     ):
-        super().__init__(model, collision_pipeline=collision_pipeline)
+        super().__init__(model)
         for name, value in (("contact_ke", contact_ke), ("contact_kd", contact_kd), ("contact_mu", contact_mu)):
             if value is not None and not (float(value) >= 0.0):
                 raise ValueError(f"SolverSymplecticEuler: {name} must be >= 0 or None, got {value!r}")
@@ -115,38 +114,58 @@ class SolverSymplecticEuler(SolverBase):
 
     # ------------------------------------------------------------------ setup
     def _build_shape_tables(self) -> None:
-        """Host-side (setup only): per-body lists of collision shapes and a collide mask."""
+        """Host-side (setup only): collision shape lists per body and per world, bounding radii."""
         model = self.model
         shape_count = int(getattr(model, "shape_count", 0) or 0)
         if shape_count == 0 and getattr(model, "shape_type", None) is not None:
             shape_count = int(model.shape_type.shape[0])
         self.shape_count = shape_count
         body_count = self.body_count
+        world_count = int(getattr(model, "world_count", 1) or 1)
+        collide = np.zeros(shape_count, dtype=bool)
+        bound = np.zeros(shape_count, dtype=np.float32)
+        shape_body = np.zeros(0, np.int64)
+        shape_world = np.zeros(0, np.int64)
         if shape_count:
             shape_body = model.shape_body.numpy().astype(np.int64)
+            shape_world = model.shape_world.numpy().astype(np.int64)
             shape_type = model.shape_type.numpy()
-            supported = np.isin(
+            scale = model.shape_scale.numpy().astype(np.float64)
+            collide = np.isin(
                 shape_type, [int(GeoType.PLANE), int(GeoType.SPHERE), int(GeoType.CAPSULE), int(GeoType.BOX)]
             )
             flags = getattr(model, "shape_flags", None)
             if flags is not None:
-                supported &= (flags.numpy() & int(ShapeFlags.COLLIDE_SHAPES)) != 0
-            collide = supported.astype(np.int32)
-            owned = np.nonzero((shape_body >= 0) & (collide != 0))[0]
-            order = owned[np.argsort(shape_body[owned], kind="stable")]
-            counts = np.bincount(shape_body[order], minlength=body_count) if body_count else np.zeros(0, np.int64)
-        else:
-            collide = np.zeros(0, np.int32)
-            order = np.zeros(0, np.int64)
-            counts = np.zeros(body_count, np.int64)
-        start = np.zeros(body_count + 1, dtype=np.int32)
-        start[1:] = np.cumsum(counts[:body_count])
+                collide &= (flags.numpy() & int(ShapeFlags.COLLIDE_SHAPES)) != 0
+            bound = np.where(shape_type == int(GeoType.SPHERE), scale[:, 0], 0.0)
+            bound = np.where(shape_type == int(GeoType.CAPSULE), scale[:, 0] + scale[:, 1], bound)
+            bound = np.where(shape_type == int(GeoType.BOX), np.linalg.norm(scale, axis=1), bound)
+            bound = np.where(shape_type == int(GeoType.PLANE), -1.0, bound).astype(np.float32)
+        # shapes owned by each body (CSR over bodies)
+        owned = np.nonzero((shape_body >= 0) & collide)[0]
+        owned = owned[np.argsort(shape_body[owned], kind="stable")]
+        counts = np.bincount(shape_body[owned], minlength=body_count)[:body_count] if body_count else []
+        body_start = np.zeros(body_count + 1, dtype=np.int32)
+        body_start[1:] = np.cumsum(counts)
+        # collision candidates grouped by world (group 0: global shapes, group w + 1: world w)
+        cand = np.nonzero(collide)[0]
+        group = np.clip(shape_world[cand] + 1, 0, world_count) if cand.size else np.zeros(0, np.int64)
+        cand = cand[np.argsort(group, kind="stable")]
+        group_start = np.zeros(world_count + 2, dtype=np.int32)
+        group_start[1:] = np.cumsum(np.bincount(group, minlength=world_count + 1)[: world_count + 1])
+
         dev = self.device
-        self._shape_collide = wp.array(collide if collide.size else np.zeros(1, np.int32), dtype=wp.int32, device=dev)
-        self._body_shape_start = wp.array(start, dtype=wp.int32, device=dev)
-        self._body_shape_ids = wp.array(
-            order.astype(np.int32) if order.size else np.zeros(1, np.int32), dtype=wp.int32, device=dev
-        )
+
+        def ints(a):
+            a = np.asarray(a, dtype=np.int32)
+            return wp.array(a if a.size else np.zeros(1, np.int32), dtype=wp.int32, device=dev)
+
+        self._body_shape_start = wp.array(body_start, dtype=wp.int32, device=dev)
+        self._body_shape_ids = ints(owned)
+        self._group_start = wp.array(group_start, dtype=wp.int32, device=dev)
+        self._group_ids = ints(cand)
+        self._shape_bound = wp.array(bound if bound.size else np.zeros(1, np.float32), dtype=float, device=dev)
+        self._shape_X = wp.empty(max(shape_count, 1), dtype=wp.transform, device=dev)
 
     def notify_model_changed(self, flags) -> None:
         """Refresh the collision tables after shape edits; everything else is read live from the model."""
@@ -179,13 +198,20 @@ class SolverSymplecticEuler(SolverBase):
         def opt(value):
             return -1.0 if value is None else float(value)
 
+        if has_bodies and shapes:
+            wp.launch(
+                kernels.shape_pose_kernel,
+                dim=self.shape_count,
+                inputs=[model.shape_body, model.shape_transform, body_q],
+                outputs=[self._shape_X],
+                device=self.device,
+            )
         wp.launch(
             kernels.step_kernel,
             dim=n,
             inputs=[
                 self.body_count,
                 self.particle_count,
-                self.shape_count,
                 float(dt),
                 model.gravity,
                 body_q,
@@ -199,12 +225,14 @@ class SolverSymplecticEuler(SolverBase):
                 model.body_world if has_bodies else None,
                 self._body_shape_start,
                 self._body_shape_ids,
+                self._group_start,
+                self._group_ids,
                 model.shape_type if shapes else None,
                 model.shape_body if shapes else None,
-                model.shape_transform if shapes else None,
+                self._shape_X,
                 model.shape_scale if shapes else None,
                 model.shape_world if shapes else None,
-                self._shape_collide,
+                self._shape_bound,
                 model.shape_material_ke if shapes else None,
                 model.shape_material_kd if shapes else None,
                 model.shape_material_mu if shapes else None,

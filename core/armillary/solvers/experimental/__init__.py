@@ -1,0 +1,1 @@
+"""Experimental solver APIs; ``armillary.solvers.experimental.coupled`` is the coupling framework."""

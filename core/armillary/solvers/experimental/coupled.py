@@ -1,0 +1,17 @@
+"""The coupling framework's public names, resolved from the ``armillary-coupling`` plugin.
+
+``armillary.solvers.experimental.coupled.SolverCoupledADMM`` (and the other
+coupled solvers) resolve through the solver registry on first access, like
+every solver; when the coupling plugin is not installed the error names the
+distribution to install.
+"""
+
+from __future__ import annotations
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from ...plugins import get_registry
+
+    return get_registry().solvers.resolve(name)

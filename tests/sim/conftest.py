@@ -1,0 +1,19 @@
+"""Shared fixtures of the core data-model tests (CPU device only)."""
+
+from __future__ import annotations
+
+import pytest
+import warp as wp
+
+wp.config.log_level = wp.LOG_WARNING
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warp_init():
+    wp.init()
+    yield
+
+
+@pytest.fixture
+def device():
+    return "cpu"

@@ -1,0 +1,188 @@
+"""Meta-tests of the conformance kit: it passes correct solvers and catches broken ones.
+
+Each test writes a one-line conformance suite for a fake solver
+(``fake_solvers.py``) into a pytester directory, runs it in-process and
+checks the outcome of individual checks.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+FAKES = Path(__file__).with_name("fake_solvers.py").read_text()
+
+
+def run_suite(pytester, solver_class: str, extra: str = "", graph_capturable: bool = False):
+    """Run ``SolverConformance`` against ``fake_solvers.<solver_class>``; return {test name: outcome}."""
+    pytester.makepyfile(fake_solvers=FAKES)
+    pytester.makepyfile(
+        test_suite=f"""
+import armillary.testing
+import fake_solvers
+
+class TestSuite(armillary.testing.SolverConformance):
+    solver = fake_solvers.{solver_class}
+    graph_capturable = {graph_capturable}
+{extra}
+"""
+    )
+    pytester.syspathinsert()
+    try:
+        reprec = pytester.inline_run("-p", "no:cacheprovider", "-q")
+    finally:
+        sys.modules.pop("fake_solvers", None)
+    outcomes = {}
+    for rep in reprec.getreports("pytest_runtest_logreport"):
+        name = rep.nodeid.split("::")[-1]
+        if rep.when == "call" or (rep.when == "setup" and not rep.passed):
+            outcomes[name] = rep.outcome
+            if rep.outcome == "failed":
+                outcomes[name + ":message"] = str(rep.longrepr)
+            if rep.outcome == "skipped":
+                outcomes[name + ":message"] = str(rep.longrepr)
+    return outcomes
+
+
+def failures(outcomes):
+    return sorted(k for k, v in outcomes.items() if v == "failed" and ":" not in k)
+
+
+def test_correct_fake_solver_passes(pytester):
+    out = run_suite(pytester, "FakeEuler")
+    assert failures(out) == [], {k: out[k + ":message"] for k in failures(out)}
+    for name in (
+        "test_capabilities_are_well_formed",
+        "test_step_leaves_state_in_untouched",
+        "test_notify_model_changed_accepts_all_and_custom_flags",
+        "test_reset_restores_initial_state",
+        "test_reset_with_world_mask_resets_only_selected_worlds",
+        "test_unsupported_joint_type_is_rejected",
+        "test_free_fall",
+        "test_particle_free_fall",
+        "test_particle_force",
+        "test_body_force_balances_gravity",
+        "test_multiple_worlds_are_independent",
+        "test_determinism",
+    ):
+        assert out.get(name) == "passed", (name, out.get(name), out.get(name + ":message"))
+    # undeclared features are skipped, the reason naming the feature
+    assert out["test_resting_contact"] == "skipped"
+    assert "rigid_contacts" in out["test_resting_contact:message"]
+    assert out["test_friction"] == "skipped"
+    assert "friction" in out["test_friction:message"] or "rigid_contacts" in out["test_friction:message"]
+    assert out["test_pendulum_energy"] == "skipped" and "REVOLUTE" in out["test_pendulum_energy:message"]
+    assert out["test_step_does_not_synchronise_with_the_host"] == "skipped"
+
+
+def test_kit_catches_a_solver_that_reads_arrays_back(pytester):
+    """The NumPy fakes read device arrays back: with graph_capturable left True the check fails."""
+    out = run_suite(pytester, "FakeEuler", graph_capturable=True)
+    assert out["test_step_does_not_synchronise_with_the_host"] == "failed"
+    assert "synchronised with the host" in out["test_step_does_not_synchronise_with_the_host:message"]
+
+
+def test_kit_catches_a_solver_that_modifies_state_in(pytester):
+    out = run_suite(pytester, "FakeMutatesStateIn")
+    assert out["test_step_leaves_state_in_untouched"] == "failed"
+    assert "body_q" in out["test_step_leaves_state_in_untouched:message"]
+    assert out["test_free_fall"] == "passed"
+
+
+def test_kit_catches_bodies_falling_through_the_ground(pytester):
+    out = run_suite(pytester, "FakeFallsThroughGround")
+    assert out["test_resting_contact"] == "failed"
+    assert "sank" in out["test_resting_contact:message"]
+    assert out["test_free_fall"] == "passed"
+
+
+def test_kit_catches_wrong_free_fall(pytester):
+    out = run_suite(pytester, "FakeWrongFreeFall")
+    assert out["test_free_fall"] == "failed"
+    assert out["test_particle_free_fall"] == "failed"
+    assert out["test_body_force_balances_gravity"] == "failed"
+    assert out["test_step_leaves_state_in_untouched"] == "passed"
+
+
+def test_pendulum_check_runs_on_an_analytic_revolute_solver(pytester):
+    out = run_suite(pytester, "FakePendulum")
+    assert out["test_pendulum_energy"] == "passed", out.get("test_pendulum_energy:message")
+    assert out["test_unsupported_joint_type_is_rejected"] == "passed"
+    assert out["test_undeclared_features_are_rejected"] == "passed"
+    assert failures(out) == [], {k: out[k + ":message"] for k in failures(out)}
+
+
+def test_pendulum_check_catches_a_damped_pendulum(pytester):
+    extra = """
+class Damped(fake_solvers.FakePendulum):
+    def _accel(self, theta):
+        return super()._accel(theta) - 2.0 * self._omega
+
+    def step(self, state_in, state_out, control, contacts, dt):
+        self._omega = float(state_in.joint_qd.numpy()[0]) if self.active else 0.0
+        super().step(state_in, state_out, control, contacts, dt)
+
+TestSuite.solver = Damped
+"""
+    out = run_suite(pytester, "FakePendulum", extra=extra)
+    assert out["test_pendulum_energy"] == "failed"
+    assert "energy" in out["test_pendulum_energy:message"]
+
+
+def test_solver_given_by_name_resolves_through_the_registry(pytester):
+    pytester.makepyfile(fake_solvers=FAKES)
+    pytester.makepyfile(
+        test_by_name="""
+import armillary
+import armillary.testing
+import fake_solvers
+import pytest
+
+
+class FakePlugin:
+    @armillary.hookimpl
+    def armillary_register_solvers(self, registry):
+        registry.add("SolverFakeEuler", fake_solvers.FakeEuler, summary="numpy fake")
+
+
+@pytest.fixture(autouse=True)
+def _fake_plugin(armillary_registry):
+    armillary_registry.register(FakePlugin(), name="fake")
+    yield
+
+
+def test_resolves(armillary_registry):
+    assert armillary.solvers.SolverFakeEuler is fake_solvers.FakeEuler
+
+
+class TestByName(armillary.testing.SolverConformance):
+    solver = "SolverFakeEuler"
+"""
+    )
+    pytester.syspathinsert()
+    try:
+        result = pytester.inline_run("-p", "no:cacheprovider", "-q", "-k", "resolves or free_fall or capabilities")
+    finally:
+        sys.modules.pop("fake_solvers", None)
+    passed, skipped, failed = result.listoutcomes()
+    assert not failed, [r.longrepr for r in failed]
+    assert {r.nodeid.split("::")[-1] for r in passed} >= {"test_resolves", "test_free_fall", "test_particle_free_fall"}
+
+
+def test_plugin_import_adds_nothing_heavy():
+    """The pytest plugin (loaded in every pytest run) imports neither the kit nor Warp beyond ``import armillary``."""
+    import subprocess
+
+    code = (
+        "import sys, armillary; before = set(sys.modules); "
+        "import armillary.testing.pytest_plugin, armillary.testing; "
+        "new = set(sys.modules) - before; "
+        "heavy = sorted(m for m in new "
+        "if m.split('.')[0] in ('warp', 'numpy') or m == 'armillary.testing.conformance'); "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
