@@ -206,3 +206,31 @@ def test_particle_custom_attributes():
     m = b.finalize(device="cpu")
     np.testing.assert_allclose(m.ns.pv.numpy(), [9.0, 3, 3, 3, 3, 4.0, 5.0])  # the failed add_particle added nothing
     np.testing.assert_array_equal(m.tv.numpy(), [7, 7])
+
+
+def test_deformable_objects_are_recorded_with_labels_and_ranges():
+    import warp as wp
+
+    import armillary as newton
+
+    cloth = newton.ModelBuilder()
+    cloth.add_cloth_grid(pos=(0.0, 0.0, 1.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=2, dim_y=2,
+                         cell_x=0.1, cell_y=0.1, mass=0.1, label="sheet")
+    cloth.add_cloth_grid(pos=(0.0, 0.0, 2.0), rot=wp.quat_identity(), vel=(0.0, 0.0, 0.0), dim_x=1, dim_y=1,
+                         cell_x=0.1, cell_y=0.1, mass=0.1)
+    assert cloth.surface_label == ["sheet", "surface_1"]
+    scene = newton.ModelBuilder()
+    scene.add_world(cloth, label_prefix="env0")
+    scene.add_world(cloth, label_prefix="env1")
+    model = scene.finalize(device="cpu")
+    assert model.surface_count == 4
+    assert model.surface_label == ["env0/sheet", "env0/surface_1", "env1/sheet", "env1/surface_1"]
+    assert model.surface_world.numpy().tolist() == [0, 0, 1, 1]
+    # 9 + 4 particles per world, 8 + 2 triangles per world
+    assert model.surface_particle_start.numpy().tolist() == [0, 9, 13, 22]
+    assert model.surface_particle_end.numpy().tolist() == [9, 13, 22, 26]
+    assert model.surface_tri_start.numpy().tolist() == [0, 8, 10, 18]
+    assert model.surface_tri_end.numpy().tolist() == [8, 10, 18, 20]
+    ends = model.surface_edge_end.numpy()
+    assert ends[-1] == model.edge_count
+    assert model.volume_count == 0 and model.volume_label == []

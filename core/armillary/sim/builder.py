@@ -784,10 +784,20 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
     ):
         """Convert the builder into a :class:`~armillary.Model` on ``device``.
 
-        Validation (unless skipped): list lengths and indices consistent, no joint
-        connecting two articulations, no non-root orphan joint (loop-closing joints
-        and standalone world-root joints are accepted). Raises ``ValueError`` naming
-        the joint (index and label) and the reason.
+        Validation, each part skippable (``skip_all_validations`` skips all):
+
+        * ``structure``: list lengths and cross references consistent;
+        * ``joints``: no joint connecting two articulations, no non-root orphan joint
+          (loop-closing joints and standalone world-root joints are accepted);
+        * ``worlds``: no world context left open (``RuntimeError``);
+        * ``shapes``: shape bodies, transforms, sizes, margins and materials valid;
+        * ``inertia``: physically invalid body inertias (asymmetric, indefinite, violating
+          the triangle inequality) are corrected with a warning naming the body;
+          valid ones are kept exactly as given;
+        * ``joint_ordering`` (skipped by default): joints of an articulation in
+          parent-first order.
+
+        Errors are ``ValueError`` naming the entity (index and label) and the reason.
         """
         from .finalize import finalize_builder
 
@@ -798,6 +808,9 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
             skip_validation_joints=skip_all_validations or skip_validation_joints,
             skip_validation_structure=skip_all_validations or skip_validation_structure,
             skip_validation_worlds=skip_all_validations or skip_validation_worlds,
+            skip_validation_shapes=skip_all_validations or skip_validation_shapes,
+            skip_validation_inertia=skip_all_validations or skip_validation_inertia,
+            skip_validation_joint_ordering=skip_all_validations or skip_validation_joint_ordering,
         )
 
     # ------------------------------------------------------------------ importers

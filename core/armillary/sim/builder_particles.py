@@ -18,6 +18,8 @@ Everything is host-side (lists / numpy) until :meth:`_finalize_particles` builds
 
 from __future__ import annotations
 
+import functools
+
 import math
 import warnings
 from collections.abc import Sequence
@@ -156,6 +158,30 @@ def _per_item(value, n: int, name: str) -> list:
 # ---------------------------------------------------------------------------------------------
 
 
+def _deformable_object(kind: str):
+    """Record what a cloth (``kind="surface"``) or soft-body (``"volume"``) creation method added.
+
+    The wrapped method's ``label`` names the object (``surface_N`` / ``volume_N`` when ``None``);
+    the particle, triangle, edge and tetrahedron ranges it appended become the model's
+    ``surface_*`` / ``volume_*`` arrays.
+    """
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, label: str | None = None, **kwargs):
+            mark = self._deformable_counts()
+            result = method(self, *args, label=label, **kwargs)
+            end = self._deformable_counts()
+            groups = self._surfaces if kind == "surface" else self._volumes
+            name = label if label is not None else f"{kind}_{len(groups)}"
+            groups.append((name, self._particle_world_index(), mark, end))
+            return result
+
+        return wrapper
+
+    return decorate
+
+
 class ParticleBuilderMixin:
     """Builder mixin: particles, springs, triangles, bending edges, tetrahedra, coloring.
 
@@ -198,6 +224,9 @@ class ParticleBuilderMixin:
         self.soft_contact_restitution = 0.0
 
         self.particle_q: list = []
+        # deformable objects: (label, world, counts at start, counts at end), see _deformable_object
+        self._surfaces: list = []
+        self._volumes: list = []
         self.particle_qd: list = []
         self.particle_mass: list[float] = []
         self.particle_radius: list[float] = []
@@ -645,6 +674,7 @@ class ParticleBuilderMixin:
                 seen.add(key)
                 self.add_spring(int(a), int(b), ke, kd, 0.0)
 
+    @_deformable_object("surface")
     def add_cloth_grid(
         self,
         *,
@@ -724,6 +754,7 @@ class ParticleBuilderMixin:
             color=color, opacity=opacity, custom_attributes=custom_attributes,
         )
 
+    @_deformable_object("surface")
     def add_cloth_mesh(
         self,
         *,
@@ -804,6 +835,7 @@ class ParticleBuilderMixin:
         x0 = self._pos(a)
         return float(np.linalg.det(np.column_stack([self._pos(b) - x0, self._pos(c) - x0, self._pos(d) - x0]))) / 6.0
 
+    @_deformable_object("volume")
     def add_soft_grid(
         self,
         *,
@@ -875,6 +907,7 @@ class ParticleBuilderMixin:
             (tri_ke, tri_ka, tri_kd, tri_drag, tri_lift), add_surface_mesh_edges, edge_ke, edge_kd, color, opacity,
         )
 
+    @_deformable_object("volume")
     def add_soft_mesh(
         self,
         *,
@@ -988,6 +1021,20 @@ class ParticleBuilderMixin:
             pairs = np.asarray([(p, c) for p, c in zip(parents, children) if p >= 0 and c >= 0], dtype=np.int64).reshape(-1, 2)
             self.body_color_groups = color_graph(body_count, pairs, balance_colors, target_max_min_color_ratio, coloring_algorithm)
 
+    def _deformable_counts(self) -> tuple[int, int, int, int]:
+        """(particles, triangles, edges, tetrahedra) added so far."""
+        return len(self.particle_q), len(self.tri_indices), len(self.edge_indices), len(self.tet_indices)
+
+    @property
+    def surface_label(self) -> list[str]:
+        """Labels of the cloth objects (``add_cloth_grid`` / ``add_cloth_mesh``), in creation order."""
+        return [g[0] for g in self._surfaces]
+
+    @property
+    def volume_label(self) -> list[str]:
+        """Labels of the soft bodies (``add_soft_grid`` / ``add_soft_mesh``), in creation order."""
+        return [g[0] for g in self._volumes]
+
     def set_coloring(self, particle_color_groups) -> None:
         """Use a user-provided particle coloring (one index array per color)."""
         self.particle_color_groups = [np.asarray(g, dtype=np.int32).reshape(-1) for g in particle_color_groups]
@@ -1042,6 +1089,12 @@ class ParticleBuilderMixin:
         self.tet_poses.extend(other.tet_poses)
         self.tet_activations.extend(other.tet_activations)
         self.tet_materials.extend(other.tet_materials)
+        base = (p_off, int(offsets.get("tri", 0)), int(offsets.get("edge", 0)), int(offsets.get("tet", 0)))
+        prefix = offsets.get("label_prefix")
+        for mine, theirs in ((self._surfaces, other._surfaces), (self._volumes, other._volumes)):
+            for name, _, start, end in theirs:
+                mine.append((f"{prefix}/{name}" if prefix else name, world,
+                             tuple(a + b for a, b in zip(start, base)), tuple(a + b for a, b in zip(end, base))))
         for c, grp in enumerate(other.particle_color_groups):
             g = np.asarray(grp, dtype=np.int32) + p_off
             if c < len(self.particle_color_groups):
@@ -1092,6 +1145,17 @@ class ParticleBuilderMixin:
             setattr(model, name, float(getattr(self, name)))
         for name in ("soft_contact_ke", "soft_contact_kd", "soft_contact_kf", "soft_contact_mu", "soft_contact_restitution"):
             setattr(model, name, float(getattr(self, name)))
+
+        for kind, groups, parts in (("surface", self._surfaces, ("particle", "tri", "edge")),
+                                    ("volume", self._volumes, ("particle", None, None, "tet"))):
+            setattr(model, f"{kind}_count", len(groups))
+            setattr(model, f"{kind}_label", [g[0] for g in groups])
+            setattr(model, f"{kind}_world", arr([g[1] for g in groups], wp.int32))
+            for slot, part in enumerate(parts):
+                if part is None:
+                    continue
+                setattr(model, f"{kind}_{part}_start", arr([g[2][slot] for g in groups], wp.int32))
+                setattr(model, f"{kind}_{part}_end", arr([g[3][slot] for g in groups], wp.int32))
 
         S = self.spring_count
         model.spring_count = S

@@ -169,7 +169,8 @@ class ShapeBuilderMixin:
 
         The shape's mass (``cfg.density`` times its volume; hollow shells of thickness
         ``cfg.margin`` when ``cfg.is_solid`` is false) is added to the body unless the
-        body locks its inertia.
+        body locks its inertia or ``is_static`` is true (fixed collision geometry: zero mass,
+        ``cfg.density`` ignored).
         """
         idx = self.shape_count
         what = f"shape {idx} ('{label}')" if label else f"shape {idx}"
@@ -193,7 +194,7 @@ class ShapeBuilderMixin:
 
         # mass properties (computed before committing anything)
         mass_update = None
-        if body >= 0 and not self.body_lock_inertia[body] and not cfg.is_site and cfg.density > 0.0:
+        if body >= 0 and not is_static and not self.body_lock_inertia[body] and not cfg.is_site and cfg.density > 0.0:
             m, c, inertia = _mass.shape_mass_properties(geo, s, float(cfg.density), bool(cfg.is_solid), float(cfg.margin), src)
             if m > 0.0:
                 m, c, inertia = _mass.transform_mass_properties(m, c, inertia, tf.p, tf.q)

@@ -308,7 +308,7 @@ class WorldBuilderMixin:
             "body": nb, "shape": ns, "joint": nj, "joint_dof": ndof, "joint_coord": ncoord, "articulation": na,
             "particle": self._entity_count("particle"), "spring": self._entity_count("spring"),
             "tri": self._entity_count("tri"), "tet": self._entity_count("tet"), "edge": self._entity_count("edge"),
-            "world": world_off,
+            "world": world_off, "label_prefix": label_prefix,
         }  # fmt: skip
 
         def prefixed(labels):

@@ -98,6 +98,99 @@ def validate_joints(b) -> None:
         )
 
 
+def validate_joint_ordering(b) -> None:
+    """Joints of each articulation must be in topological order: a joint's parent body is the world,
+    or the child of an earlier joint of the same articulation (what generalized-coordinate solvers
+    traverse)."""
+    seen_children: dict[int, set] = {}
+    for j in range(b.joint_count):
+        a = b.joint_articulation[j]
+        if a < 0:
+            continue
+        children = seen_children.setdefault(a, set())
+        parent = b.joint_parent[j]
+        if parent >= 0 and parent not in children:
+            later = [k for k in range(j + 1, b.joint_count) if b.joint_articulation[k] == a and b.joint_child[k] == parent]
+            if later:
+                raise ValueError(
+                    f"joint {j} ('{b.joint_label[j]}') of articulation {a} comes before joint {later[0]} "
+                    f"('{b.joint_label[later[0]]}') that creates its parent body {parent} ('{b.body_label[parent]}'); "
+                    "add joints parent-first (depth-first order) or pass skip_validation_joint_ordering=True"
+                )
+        children.add(b.joint_child[j])
+
+
+def validate_shapes(b) -> None:
+    """Shape data edited directly in the builder lists must still be valid (finite, sizes > 0)."""
+    ns = b.shape_count
+    if not ns:
+        return
+    tf = stack(b.shape_transform, 7, np.float64)
+    scale = stack(b.shape_scale, 3, np.float64)
+    checks = (
+        ("transform", ~np.all(np.isfinite(tf), axis=1)),
+        ("scale", ~np.all(np.isfinite(scale), axis=1) | np.any(scale < 0.0, axis=1)),
+        ("margin", ~(np.asarray(b.shape_margin, dtype=np.float64) >= 0.0)),
+        ("gap", ~np.isfinite(np.asarray(b.shape_gap, dtype=np.float64))),
+    )
+    for name in ("mu", "ke", "kd", "kf", "ka", "restitution", "mu_torsional", "mu_rolling"):
+        values = np.asarray(getattr(b, f"shape_material_{name}"), dtype=np.float64)
+        checks += ((f"material {name}", ~(np.isfinite(values) & (values >= 0.0))),)
+    for what, mask in checks:
+        bad = np.nonzero(mask)[0]
+        if len(bad):
+            i = int(bad[0])
+            raise ValueError(
+                f"shape {i} ('{b.shape_label[i]}'): invalid {what} (must be finite"
+                f"{'' if what in ('transform', 'gap') else ' and >= 0'}); {len(bad)} shape(s) affected"
+            )
+
+
+def corrected_inertia(b, inertia: np.ndarray) -> np.ndarray:
+    """Return body inertias with physically invalid tensors corrected, warning once per body.
+
+    Valid tensors (symmetric, positive semi-definite, principal moments satisfying the triangle
+    inequality ``I1 + I2 >= I3``) are returned unchanged. Invalid ones are symmetrized, negative
+    principal moments are clamped to zero and the two smaller moments are raised to satisfy the
+    triangle inequality. Non-finite tensors are errors.
+    """
+    if not len(inertia):
+        return inertia
+    if not np.all(np.isfinite(inertia)):
+        i = int(np.nonzero(~np.all(np.isfinite(inertia.reshape(len(inertia), -1)), axis=1))[0][0])
+        raise ValueError(f"body {i} ('{b.body_label[i]}'): inertia contains non-finite values")
+    i64 = inertia.astype(np.float64)
+    scale = np.maximum(np.abs(i64).reshape(len(i64), -1).max(axis=1), 1e-30)
+    sym = 0.5 * (i64 + np.transpose(i64, (0, 2, 1)))
+    asym = np.abs(i64 - sym).reshape(len(i64), -1).max(axis=1) > 1e-6 * scale
+    eig, vec = np.linalg.eigh(sym)  # ascending principal moments
+    tol = 1e-6 * scale
+    negative = eig[:, 0] < -tol
+    triangle = eig[:, 0] + eig[:, 1] < eig[:, 2] - tol
+    invalid = np.nonzero(asym | negative | triangle)[0]
+    if not len(invalid):
+        return inertia
+    out = inertia.copy()
+    import warnings
+
+    for i in invalid:
+        e = np.maximum(eig[i], 0.0)
+        deficit = e[2] - (e[0] + e[1])
+        if deficit > 0.0:
+            e[0] += 0.5 * deficit
+            e[1] += 0.5 * deficit
+        fixed = (vec[i] * e) @ vec[i].T
+        reasons = [r for r, flag in (("is asymmetric", asym[i]), ("is not positive semi-definite", negative[i]),
+                                     ("violates the triangle inequality", triangle[i])) if flag]  # fmt: skip
+        warnings.warn(
+            f"body {i} ('{b.body_label[i]}'): inertia {' and '.join(reasons)}; corrected to principal moments "
+            f"{np.round(e, 9).tolist()} (pass skip_validation_inertia=True to keep it as given)",
+            stacklevel=4,
+        )
+        out[i] = fixed.astype(inertia.dtype)
+    return out
+
+
 # ---------------------------------------------------------------------- helpers
 def _world_start_fast(world: np.ndarray, world_count: int) -> np.ndarray:
     n = len(world)
@@ -141,11 +234,16 @@ def _inv_inertia(inertia: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------- finalize
 def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joints=False,
-                     skip_validation_structure=False, skip_validation_worlds=False) -> Model:  # fmt: skip
+                     skip_validation_structure=False, skip_validation_worlds=False, skip_validation_shapes=False,
+                     skip_validation_inertia=False, skip_validation_joint_ordering=True) -> Model:  # fmt: skip
     if not skip_validation_structure:
         validate_structure(b)
     if not skip_validation_joints:
         validate_joints(b)
+    if not skip_validation_joint_ordering:
+        validate_joint_ordering(b)
+    if not skip_validation_shapes:
+        validate_shapes(b)
     if b.current_world != -1 and not skip_validation_worlds:
         raise RuntimeError(
             f"finalize() called inside an open world context (current_world={b.current_world}); call end_world() first"
@@ -180,6 +278,8 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
     m.body_count = nb
     mass = np.asarray(b.body_mass, dtype=f32).reshape(nb)
     inertia = stack(b.body_inertia, 9, f32).reshape(nb, 3, 3)
+    if not skip_validation_inertia:
+        inertia = corrected_inertia(b, inertia)
     m.body_q = arr(stack(b.body_q, 7, f32), wp.transform, True)
     m.body_qd = arr(stack(b.body_qd, 6, f32), wp.spatial_vector, True)
     m.body_com = arr(stack(b.body_com, 3, f32), wp.vec3, True)
