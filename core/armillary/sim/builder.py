@@ -588,7 +588,7 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         )  # fmt: skip
 
     @staticmethod
-    def _free_axes(limits=None) -> tuple[list, list]:
+    def _free_axes() -> tuple[list, list]:
         lin = [JointDofConfig.create_unlimited(a) for a in (Axis.X, Axis.Y, Axis.Z)]
         ang = [JointDofConfig.create_unlimited(a) for a in (Axis.X, Axis.Y, Axis.Z)]
         return lin, ang
