@@ -122,9 +122,12 @@ class SolverBase:
 
         Args:
             state: the state to reset in place.
-            world_mask: optional ``wp.array(dtype=wp.bool)`` of length
-                ``model.world_count``; only entities of selected worlds are
-                reset (global entities, world -1, are reset when any world is).
+            world_mask: optional ``wp.array(dtype=wp.bool)``: length
+                ``model.world_count`` (global entities, world -1, are reset
+                when any world is selected) or ``model.world_count + 1`` (the
+                last entry selects the global entities, the reference engine's
+                layout). Only entities of selected worlds are reset; a mask of
+                another length, dtype or device raises ``ValueError``.
             flags: :class:`StateFlags` selecting which arrays to reset
                 (default: ``StateFlags.ALL``).
 
