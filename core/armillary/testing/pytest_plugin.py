@@ -31,17 +31,7 @@ def armillary_registry():
     ``armillary.solvers.<Name>`` resolves through it while the test runs; the
     process-wide registry is restored afterwards.
     """
-    from armillary import plugins
+    from armillary.plugins import isolated_registry
 
-    isolated = getattr(plugins, "isolated_registry", None)
-    if isolated is not None:
-        with isolated(autoload=False) as registry:
-            yield registry
-        return
-    # fallback for cores without isolated_registry: a private registry object
-    previous = getattr(plugins, "_registry", None)
-    plugins._registry = plugins.PluginRegistry(autoload=False)
-    try:
-        yield plugins._registry
-    finally:
-        plugins._registry = previous
+    with isolated_registry(autoload=False) as registry:
+        yield registry
