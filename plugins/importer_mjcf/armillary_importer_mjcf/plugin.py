@@ -1,9 +1,18 @@
 """Hook implementations of armillary-importer-mjcf (entry point ``importer_mjcf`` in group ``armillary``).
 
-This distribution will register `mjcf` through the
-``armillary_register_importers`` hook (issue #5). Until
-then it registers nothing, so that no placeholder can be mistaken for a
-working implementation: ``armillary plugins`` lists it as providing
-nothing yet, and asking for one of its names raises ``ImportError``
-saying this version does not provide it.
+Registers the ``mjcf`` importer (``ModelBuilder.add_mjcf``). Kept free of heavy imports: the importer
+module (warp, numpy, trimesh on demand) is loaded only when a model is imported.
 """
+
+import armillary
+
+
+@armillary.hookimpl
+def armillary_register_importers(registry):
+    registry.add(
+        "mjcf",
+        "armillary_importer_mjcf.importer:add_mjcf",
+        suffixes=(".xml", ".mjcf"),
+        method="add_mjcf",
+        summary="MuJoCo MJCF models: bodies, joints, geoms, meshes, defaults, includes, equalities, actuators",
+    )
