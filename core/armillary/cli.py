@@ -132,9 +132,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings as one line each (importers warn per unsupported element), without source context."""
+    return f"armillary: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.formatwarning = _format_warning
     try:
         return args.func(args)
     except CliError as exc:

@@ -110,7 +110,8 @@ def _load_builder(options: RunOptions, registry):
                 builder.replicate(world, options.world_count)
         except (OSError, ValueError, ImportError) as exc:
             _fail(f"cannot import {str(path)!r}: {exc}", exc)
-        return builder, str(path), 1.0 / 600.0, 300, 10
+        dt = float(getattr(builder, "timestep", None) or 1.0 / 600.0)  # e.g. MJCF <option timestep>
+        return builder, str(path), dt, 300, max(1, round(1.0 / 60.0 / dt))
     name = options.scene or DEFAULT_SCENE
     entry = registry.scenes.get(name)
     if entry is None:
