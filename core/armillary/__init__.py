@@ -20,6 +20,7 @@ from .sim.enums import Axis, BodyFlags, GeoType, JointTargetMode, JointType, Par
 # public names defined in submodules, imported on first access
 _LAZY = {name: "armillary.sim" for name in ("ModelBuilder", "Model", "State", "Control", "Contacts", "Mesh",
                                              "Heightfield")}
+_LAZY["CollisionPipeline"] = "armillary.geometry"
 _LAZY.update({name: "armillary.sim.kinematics" for name in ("eval_fk", "eval_ik", "eval_mimic")})
 _LAZY.update({name: "armillary.sim.dynamics" for name in ("eval_mass_matrix", "eval_inverse_dynamics_passive",
                                                           "eval_inverse_dynamics_force", "eval_jacobian")})

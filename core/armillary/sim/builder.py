@@ -768,6 +768,12 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         self.joint_mimic_joint[joint] = ref
         self.joint_mimic_coeffs[joint] = (c0, c1)
 
+    def collapse_fixed_joints(self, verbose: bool = False, joints_to_keep=None) -> dict:
+        """Merge bodies connected by FIXED joints into their parents; see :func:`armillary.sim.collapse.collapse_fixed_joints`."""
+        from .collapse import collapse_fixed_joints
+
+        return collapse_fixed_joints(self, verbose=verbose, joints_to_keep=joints_to_keep)
+
     # ------------------------------------------------------------------ finalize
     def finalize(
         self,

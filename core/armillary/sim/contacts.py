@@ -18,8 +18,15 @@ class Contacts:
     ``rigid_contact_offset0/1`` (vec3, body-frame friction-anchor offsets [m]),
     ``rigid_contact_normal`` (vec3, world frame, from shape 0 toward shape 1),
     ``rigid_contact_margin0/1`` (float, effective radius + margin [m]),
-    ``rigid_contact_force`` (vec3), ``rigid_contact_point_id`` and ``rigid_contact_tids`` (int32);
-    ``rigid_contact_count`` is a one-element int32 array.
+    ``rigid_contact_force`` (vec3), ``rigid_contact_point_id`` (int32, the contact's sub-key
+    within its shape pair) and ``rigid_contact_tids`` (int32); ``rigid_contact_count`` is a
+    one-element int32 array.
+
+    Options: ``clear_buffers`` makes :meth:`clear` also reset the per-contact arrays;
+    ``requested_attributes`` allocates extended attributes (``"force"``);
+    ``contact_matching`` / ``contact_report`` allocate the match-index and new/broken
+    index arrays; ``rigid_contact_surface_velocity`` allocates per-contact surface
+    velocities; ``soft_contact_tids_size`` sizes ``soft_contact_tids``.
 
     Soft contacts (length ``soft_contact_max``): ``soft_contact_particle``, ``soft_contact_shape`` (int32),
     ``soft_contact_indices`` (vec3i, -1 padded), ``soft_contact_barycentric``,
@@ -37,13 +44,11 @@ class Contacts:
         soft_contact_tids_size: int | None = None,
         requires_grad: bool = False,
         device=None,
-        per_contact_shape_properties: bool = False,
         clear_buffers: bool = False,
         requested_attributes: set[str] | None = None,
         contact_matching: bool = False,
         contact_report: bool = False,
         rigid_contact_surface_velocity: bool = False,
-        **_unused,
     ):
         rigid_contact_max, soft_contact_max = int(rigid_contact_max), int(soft_contact_max)
         if rigid_contact_max < 0 or soft_contact_max < 0:
@@ -51,13 +56,14 @@ class Contacts:
                 f"Contacts: rigid_contact_max={rigid_contact_max} and soft_contact_max={soft_contact_max} must be >= 0"
             )
         unknown = set(requested_attributes or ()) - self.EXTENDED_ATTRIBUTES
+        if contact_report and not contact_matching:
+            raise ValueError("Contacts: contact_report=True requires contact_matching=True")
         if unknown:
             raise ValueError(f"Contacts: unknown requested attributes {sorted(unknown)}; allowed: {sorted(self.EXTENDED_ATTRIBUTES)}")
         self.device = wp.get_device(device)
         self.requires_grad = bool(requires_grad)
         self.rigid_contact_max = rigid_contact_max
         self.soft_contact_max = soft_contact_max
-        self.per_contact_shape_properties = per_contact_shape_properties
         self.clear_buffers = clear_buffers
         self.contact_matching = contact_matching
         self.contact_report = contact_report
@@ -83,10 +89,6 @@ class Contacts:
             self.rigid_contact_force = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
             self.rigid_contact_point_id = wp.zeros(nr, dtype=wp.int32)
             self.rigid_contact_tids = full(nr, -1, wp.int32)
-            per = per_contact_shape_properties
-            self.rigid_contact_stiffness = wp.zeros(nr, dtype=wp.float32) if per else None
-            self.rigid_contact_damping = wp.zeros(nr, dtype=wp.float32) if per else None
-            self.rigid_contact_friction = wp.zeros(nr, dtype=wp.float32) if per else None
             self.rigid_contact_surface_velocity = wp.zeros(nr, dtype=wp.vec3) if rigid_contact_surface_velocity else None
             self.rigid_contact_match_index = full(nr, -1, wp.int32) if contact_matching else None
             self.rigid_contact_new_indices = wp.zeros(nr, dtype=wp.int32) if contact_report else None

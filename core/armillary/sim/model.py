@@ -170,6 +170,20 @@ class Model:
         self._init_custom_contacts(contacts)
         return contacts
 
+    def collide(self, state: State, contacts: Contacts | None = None, *, collision_pipeline=None) -> Contacts:
+        """Fill ``contacts`` (allocated when None) using ``collision_pipeline`` or a lazily created
+        default :class:`armillary.CollisionPipeline`; returns the contacts."""
+        if collision_pipeline is None:
+            collision_pipeline = getattr(self, "_default_collision_pipeline", None)
+            if collision_pipeline is None:
+                from ..geometry import CollisionPipeline
+
+                collision_pipeline = self._default_collision_pipeline = CollisionPipeline(self)
+        if contacts is None:
+            contacts = collision_pipeline.contacts()
+        collision_pipeline.collide(state, contacts)
+        return contacts
+
     # ------------------------------------------------------------------ gravity
     def set_gravity(self, gravity, world: int | None = None) -> None:
         """Set the gravity vector [m/s^2] of one world (or all worlds when ``world`` is None)."""

@@ -1,9 +1,19 @@
 """Hook implementations of armillary-importer-urdf (entry point ``importer_urdf`` in group ``armillary``).
 
-This distribution will register `urdf` through the
-``armillary_register_importers`` hook (issue #5). Until
-then it registers nothing, so that no placeholder can be mistaken for a
-working implementation: ``armillary plugins`` lists it as providing
-nothing yet, and asking for one of its names raises ``ImportError``
-saying this version does not provide it.
+Registers the ``urdf`` importer serving ``ModelBuilder.add_urdf`` (issue #5). The
+implementation module (:mod:`armillary_importer_urdf.importer`) is imported only when a
+URDF file is imported; trimesh (meshes) only when a file has meshes.
 """
+
+import armillary
+
+
+@armillary.hookimpl
+def armillary_register_importers(registry):
+    registry.add(
+        "urdf",
+        "armillary_importer_urdf.importer:add_urdf",
+        suffixes=(".urdf",),
+        method="add_urdf",
+        summary="URDF robot descriptions (links, joints, meshes via trimesh, mimic, package:// URIs)",
+    )

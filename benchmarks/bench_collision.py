@@ -1,0 +1,97 @@
+"""Collision pipeline throughput: ``collide`` calls/s on (a) 1000 random primitives on free
+bodies over a ground plane (SAP and NxN broad phases) and (b) a 64-box pile, for armillary
+and, when installed, the reference engine newton on the identical scene.
+
+Usage: python benchmarks/bench_collision.py [--device cpu] [--calls 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+
+import numpy as np
+import warp as wp
+
+
+def random_primitives(lib, n=1000, seed=0, device="cpu"):
+    rng = np.random.default_rng(seed)
+    b = lib.ModelBuilder()
+    b.add_ground_plane()
+    side = 10.0 * (n / 1000.0) ** (1.0 / 3.0)
+    for _ in range(n):
+        q = rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        pos = rng.uniform([-side / 2, -side / 2, 0.0], [side / 2, side / 2, side])
+        body = b.add_body(xform=wp.transform(tuple(pos.tolist()), wp.quat(*q.tolist())))
+        kind = rng.integers(3)
+        if kind == 0:
+            b.add_shape_sphere(body, radius=float(rng.uniform(0.1, 0.3)))
+        elif kind == 1:
+            b.add_shape_capsule(body, radius=float(rng.uniform(0.05, 0.2)), half_height=float(rng.uniform(0.1, 0.3)))
+        else:
+            b.add_shape_box(body, hx=float(rng.uniform(0.1, 0.3)), hy=float(rng.uniform(0.1, 0.3)),
+                            hz=float(rng.uniform(0.1, 0.3)))  # fmt: skip
+    return b.finalize(device=device)
+
+
+def box_pile(lib, n=64, seed=1, device="cpu"):
+    rng = np.random.default_rng(seed)
+    b = lib.ModelBuilder()
+    b.add_ground_plane()
+    k = 0
+    for level in range(n // 16 + 1):
+        for i in range(4):
+            for j in range(4):
+                if k == n:
+                    break
+                yaw = wp.quat_from_axis_angle(wp.vec3(0.0, 0.0, 1.0), float(rng.uniform(-0.2, 0.2)))
+                pos = (0.4 * i + rng.uniform(-0.02, 0.02), 0.4 * j + rng.uniform(-0.02, 0.02), 0.2 + 0.39 * level)
+                body = b.add_body(xform=wp.transform(pos, yaw))
+                b.add_shape_box(body, hx=0.2, hy=0.2, hz=0.2)
+                k += 1
+    return b.finalize(device=device)
+
+
+def bench(lib, scene, broad_phase, calls, device):
+    model = scene(lib, device=device)
+    state = model.state()
+    pipeline = lib.CollisionPipeline(model, broad_phase=broad_phase)
+    contacts = pipeline.contacts()
+    for _ in range(3):
+        pipeline.collide(state, contacts)
+    wp.synchronize_device(device)
+    t = time.perf_counter()
+    for _ in range(calls):
+        pipeline.collide(state, contacts)
+    wp.synchronize_device(device)
+    dt = time.perf_counter() - t
+    return calls / dt, int(contacts.rigid_contact_count.numpy()[0])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--calls", type=int, default=50)
+    args = ap.parse_args()
+    wp.config.quiet = True
+    libs = {"armillary": importlib.import_module("armillary")}
+    try:
+        libs["newton"] = importlib.import_module("newton")
+    except ImportError:
+        pass
+    cases = [("1000 primitives", random_primitives, "sap"), ("1000 primitives", random_primitives, "nxn"),
+             ("64-box pile", box_pile, "sap"), ("64-box pile", box_pile, "explicit")]  # fmt: skip
+    print(f"device={args.device} calls={args.calls}")
+    print(f"{'scene':18s} {'broad':9s} " + " ".join(f"{name + ' calls/s':>18s} {'contacts':>8s}" for name in libs))
+    for label, scene, bp in cases:
+        row = []
+        for name, lib in libs.items():
+            rate, n = bench(lib, scene, bp, args.calls, args.device)
+            row.append(f"{rate:18.1f} {n:8d}")
+        print(f"{label:18s} {bp:9s} " + " ".join(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Collision detection: broad phases, primitive narrow phase and :class:`CollisionPipeline`.
+
+Public building blocks: :class:`BroadPhaseAllPairs`, :class:`BroadPhaseSAP`,
+:class:`BroadPhaseExplicit` and the ``collide_*`` Warp device functions for single
+primitive pairs (call them from your own kernels).
+"""
+
+from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP
+from .pipeline import CollisionPipeline
+from .primitives import (
+    MAXVAL,
+    collide_box_box,
+    collide_capsule_box,
+    collide_capsule_capsule,
+    collide_plane_box,
+    collide_plane_capsule,
+    collide_plane_sphere,
+    collide_sphere_box,
+    collide_sphere_capsule,
+    collide_sphere_sphere,
+)
+
+__all__ = [
+    "MAXVAL",
+    "BroadPhaseAllPairs",
+    "BroadPhaseExplicit",
+    "BroadPhaseSAP",
+    "CollisionPipeline",
+    "collide_box_box",
+    "collide_capsule_box",
+    "collide_capsule_capsule",
+    "collide_plane_box",
+    "collide_plane_capsule",
+    "collide_plane_sphere",
+    "collide_sphere_box",
+    "collide_sphere_capsule",
+    "collide_sphere_sphere",
+]

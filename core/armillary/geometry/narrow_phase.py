@@ -1,0 +1,532 @@
+"""Narrow phase for primitive pairs (plane, sphere, capsule, box) and soft particle-shape contacts.
+
+One kernel walks the candidate pairs (grid-stride, so the launch size does not depend on
+the device-side pair count), orders each pair by (geometry type, shape index), runs the
+analytic routine of :mod:`.primitives` and appends contacts through :func:`emit`, which
+applies the margin/gap admission test ``d <= g`` (``d`` measured between margin-shifted
+surfaces, ``g = gap_a + gap_b``, or the speculative ``max(g, min(v dt, e_max))``).
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+wp.set_module_options({"enable_backward": False, "max_unroll": 1})
+
+from ..sim.enums import GeoType, ShapeFlags
+from .primitives import (
+    MAXVAL,
+    box_box_distance,
+    box_box_sat,
+    box_face_manifold,
+    box_vertex,
+    capsule_box_param,
+    capsule_ends,
+    closest_point_segment,
+    closest_segment_segment,
+    mat83,
+    point_box,
+    reduce_manifold4,
+    safe_normalize,
+    any_perpendicular,
+    vec4f,
+)
+
+PLANE = wp.constant(int(GeoType.PLANE))
+SPHERE = wp.constant(int(GeoType.SPHERE))
+CAPSULE = wp.constant(int(GeoType.CAPSULE))
+BOX = wp.constant(int(GeoType.BOX))
+COLLIDE_PARTICLES = wp.constant(int(ShapeFlags.COLLIDE_PARTICLES))
+
+#: geometry types handled by the narrow phase (every pair among them except plane-plane)
+SUPPORTED_TYPES = (int(GeoType.PLANE), int(GeoType.SPHERE), int(GeoType.CAPSULE), int(GeoType.BOX))
+#: per-pair contact upper bounds of the reference table for the supported pairs
+PAIR_MAX_CONTACTS = {
+    (int(GeoType.PLANE), int(GeoType.SPHERE)): 1,
+    (int(GeoType.PLANE), int(GeoType.CAPSULE)): 2,
+    (int(GeoType.PLANE), int(GeoType.BOX)): 4,
+    (int(GeoType.SPHERE), int(GeoType.SPHERE)): 1,
+    (int(GeoType.SPHERE), int(GeoType.CAPSULE)): 1,
+    (int(GeoType.SPHERE), int(GeoType.BOX)): 1,
+    (int(GeoType.CAPSULE), int(GeoType.CAPSULE)): 2,
+    (int(GeoType.CAPSULE), int(GeoType.BOX)): 5,
+    (int(GeoType.BOX), int(GeoType.BOX)): 5,
+}
+
+
+@wp.struct
+class ContactOut:
+    count: wp.array(dtype=int)
+    shape0: wp.array(dtype=int)
+    shape1: wp.array(dtype=int)
+    point0: wp.array(dtype=wp.vec3)
+    point1: wp.array(dtype=wp.vec3)
+    offset0: wp.array(dtype=wp.vec3)
+    offset1: wp.array(dtype=wp.vec3)
+    normal: wp.array(dtype=wp.vec3)
+    margin0: wp.array(dtype=float)
+    margin1: wp.array(dtype=float)
+    point_id: wp.array(dtype=int)
+    sort_key: wp.array(dtype=wp.int64)
+    sort_value: wp.array(dtype=int)
+    capacity: int
+    key_shift: int
+
+
+@wp.struct
+class PairCtx:
+    a: int
+    b: int
+    XbA: wp.transform
+    XbB: wp.transform
+    mA: float
+    mB: float
+    gap: float
+    spec: int
+    dt: float
+    emax: float
+    vA: wp.vec3
+    wA: wp.vec3
+    comA: wp.vec3
+    vB: wp.vec3
+    wB: wp.vec3
+    comB: wp.vec3
+
+
+@wp.func
+def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float, sub: int):
+    """Append one contact (world core points, normal 0 -> 1, effective radii) if admitted."""
+    d = wp.dot(n, pb - pa) - ra - rb - ctx.mA - ctx.mB
+    thr = ctx.gap
+    if ctx.spec != 0:
+        sa = pa + ra * n
+        sb = pb - rb * n
+        va = ctx.vA + wp.cross(ctx.wA, sa - ctx.comA)
+        vb = ctx.vB + wp.cross(ctx.wB, sb - ctx.comB)
+        v = wp.dot(va - vb, n)
+        thr = wp.max(thr, wp.min(v * ctx.dt, ctx.emax))
+    if d > thr:
+        return
+    idx = wp.atomic_add(out.count, 0, 1)
+    if idx >= out.capacity:
+        wp.atomic_sub(out.count, 0, 1)  # overflow: drop, keeping count <= capacity
+        return
+    qa = wp.transform_get_rotation(ctx.XbA)
+    qb = wp.transform_get_rotation(ctx.XbB)
+    m0 = ra + ctx.mA
+    m1 = rb + ctx.mB
+    out.shape0[idx] = ctx.a
+    out.shape1[idx] = ctx.b
+    out.point0[idx] = wp.transform_point(wp.transform_inverse(ctx.XbA), pa)
+    out.point1[idx] = wp.transform_point(wp.transform_inverse(ctx.XbB), pb)
+    out.offset0[idx] = wp.quat_rotate_inv(qa, n) * m0
+    out.offset1[idx] = -wp.quat_rotate_inv(qb, n) * m1
+    out.normal[idx] = n
+    out.margin0[idx] = m0
+    out.margin1[idx] = m1
+    out.point_id[idx] = sub
+    if out.sort_key.shape[0] > 0:
+        key = (wp.int64(ctx.a) << wp.int64(out.key_shift + 8)) | (wp.int64(ctx.b) << wp.int64(8)) | wp.int64(sub)
+        out.sort_key[idx] = key
+        out.sort_value[idx] = idx
+
+
+@wp.func
+def in_plane_bounds(X: wp.transform, scale: wp.vec3, p: wp.vec3):
+    if scale[0] > 0.0 and scale[1] > 0.0:
+        lp = wp.transform_point(wp.transform_inverse(X), p)
+        return wp.abs(lp[0]) <= 0.5 * scale[0] and wp.abs(lp[1]) <= 0.5 * scale[1]
+    return True
+
+
+@wp.func
+def plane_point(X: wp.transform, scale: wp.vec3, x: wp.vec3, r: float, ctx: PairCtx, out: ContactOut, sub: int):
+    pn = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, 1.0))
+    pp = wp.transform_get_translation(X)
+    pa = x - pn * wp.dot(x - pp, pn)
+    if in_plane_bounds(X, scale, pa):
+        emit(ctx, out, pa, x, pn, 0.0, r, sub)
+
+
+@wp.func
+def manifold_emit(ctx: PairCtx, out: ContactOut, XR: wp.transform, hR: wp.vec3, ax: int, nref: wp.vec3,
+                  XI: wp.transform, hI: wp.vec3, ref_is_a: int, limit: float, code: int):  # fmt: skip
+    poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
+    sel, cnt = reduce_manifold4(poly, m, hR[ax], limit)
+    cR = wp.transform_get_translation(XR)
+    if cnt == 0:
+        # degenerate clipping: deepest incident vertex
+        best = float(MAXVAL)
+        v = wp.vec3(0.0)
+        for i in range(8):
+            w = box_vertex(XI, hI, i)
+            dv = wp.dot(w - cR, nref)
+            if dv < best:
+                best = dv
+                v = w
+        pr = v - nref * (best - hR[ax])
+        if ref_is_a != 0:
+            emit(ctx, out, pr, v, nref, 0.0, 0.0, code * 8)
+        else:
+            emit(ctx, out, v, pr, -nref, 0.0, 0.0, code * 8)
+        return
+    for s in range(cnt):
+        i = int(sel[s])
+        base = cR + poly[i, 0] * rk + poly[i, 1] * rl
+        p_inc = base + poly[i, 2] * nref
+        p_ref = base + hR[ax] * nref
+        if ref_is_a != 0:
+            emit(ctx, out, p_ref, p_inc, nref, 0.0, 0.0, code * 8 + i)
+        else:
+            emit(ctx, out, p_inc, p_ref, -nref, 0.0, 0.0, code * 8 + i)
+
+
+@wp.func
+def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp.vec3, XB: wp.transform,
+                         hB: wp.vec3, limit: float):  # fmt: skip
+    sep, code, n = box_box_sat(XA, hA, XB, hB)
+    if sep > limit:
+        return
+    if sep > 0.0:
+        scale = wp.max(wp.max(hA[0], wp.max(hA[1], hA[2])), wp.max(hB[0], wp.max(hB[1], hB[2])))
+        if code < 6:
+            XR = XA
+            hR = hA
+            XI = XB
+            hI = hB
+            nref = n
+            ax = code
+            ref_a = int(1)
+            if code >= 3:
+                XR = XB
+                hR = hB
+                XI = XA
+                hI = hA
+                nref = -n
+                ax = code - 3
+                ref_a = 0
+            poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
+            dmin = float(MAXVAL)
+            for i in range(m):
+                dmin = wp.min(dmin, poly[i, 2] - hR[ax])
+            # the SAT separation is a lower bound of the distance: a clipped point attaining it
+            # proves the face manifold exact without the feature enumeration
+            if m > 0 and dmin <= sep + 1.0e-5 * scale:
+                manifold_emit(ctx, out, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
+                return
+            dist, pa, pb = box_box_distance(XA, hA, XB, hB)
+            if dist > limit:
+                return
+            if m > 0 and dmin <= dist + 1.0e-4 * scale:
+                manifold_emit(ctx, out, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
+                return
+            emit(ctx, out, pa, pb, safe_normalize(pb - pa, n), 0.0, 0.0, 63)
+            return
+        dist, pa, pb = box_box_distance(XA, hA, XB, hB)
+        if dist > limit:
+            return
+        emit(ctx, out, pa, pb, safe_normalize(pb - pa, n), 0.0, 0.0, 63)
+        return
+    if code < 6:
+        if code < 3:
+            manifold_emit(ctx, out, XA, hA, code, n, XB, hB, 1, limit, code)
+        else:
+            manifold_emit(ctx, out, XB, hB, code - 3, -n, XA, hA, 0, limit, code)
+        return
+    i = (code - 6) // 3
+    j = (code - 6) % 3
+    qa = wp.transform_get_rotation(XA)
+    qb = wp.transform_get_rotation(XB)
+    # support edges: A extreme along n, B extreme along -n
+    dla = wp.quat_rotate_inv(qa, n)
+    dlb = wp.quat_rotate_inv(qb, -n)
+    ca = wp.vec3(0.0)
+    cb = wp.vec3(0.0)
+    for k in range(3):
+        if k != i:
+            if dla[k] >= 0.0:
+                ca[k] = hA[k]
+            else:
+                ca[k] = -hA[k]
+        if k != j:
+            if dlb[k] >= 0.0:
+                cb[k] = hB[k]
+            else:
+                cb[k] = -hB[k]
+    a0 = ca
+    a1 = ca
+    a0[i] = -hA[i]
+    a1[i] = hA[i]
+    b0 = cb
+    b1 = cb
+    b0[j] = -hB[j]
+    b1[j] = hB[j]
+    wa0 = wp.transform_point(XA, a0)
+    wa1 = wp.transform_point(XA, a1)
+    wb0 = wp.transform_point(XB, b0)
+    wb1 = wp.transform_point(XB, b1)
+    s, t = closest_segment_segment(wa0, wa1, wb0, wb1)
+    emit(ctx, out, wa0 + s * (wa1 - wa0), wb0 + t * (wb1 - wb0), n, 0.0, 0.0, code * 8)
+
+
+@wp.func
+def shape_body_xform(body: int, body_q: wp.array(dtype=wp.transform)):
+    if body >= 0:
+        return body_q[body]
+    return wp.transform_identity()
+
+
+@wp.kernel
+def narrow_phase_kernel(
+    pairs: wp.array(dtype=wp.vec2i),
+    pair_count: wp.array(dtype=int),
+    shape_type: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_X: wp.array(dtype=wp.transform),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_margin: wp.array(dtype=float),
+    shape_gap: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    spec: int,
+    dt: float,
+    emax: float,
+    out: ContactOut,
+    stride: int,
+):
+    tid = wp.tid()
+    n_pairs = wp.min(pair_count[0], pairs.shape[0])
+    i = tid
+    while i < n_pairs:
+        p = pairs[i]
+        i += stride
+        a = p[0]
+        b = p[1]
+        ta = shape_type[a]
+        tb = shape_type[b]
+        if ta > tb or (ta == tb and a > b):
+            tmp = a
+            a = b
+            b = tmp
+            tt = ta
+            ta = tb
+            tb = tt
+        ctx = PairCtx()
+        ctx.a = a
+        ctx.b = b
+        ba = shape_body[a]
+        bb = shape_body[b]
+        ctx.XbA = shape_body_xform(ba, body_q)
+        ctx.XbB = shape_body_xform(bb, body_q)
+        ctx.mA = shape_margin[a]
+        ctx.mB = shape_margin[b]
+        ctx.gap = shape_gap[a] + shape_gap[b]
+        ctx.spec = spec
+        ctx.dt = dt
+        ctx.emax = emax
+        ctx.vA = wp.vec3(0.0)
+        ctx.wA = wp.vec3(0.0)
+        ctx.comA = wp.vec3(0.0)
+        ctx.vB = wp.vec3(0.0)
+        ctx.wB = wp.vec3(0.0)
+        ctx.comB = wp.vec3(0.0)
+        ext = float(0.0)
+        if spec != 0:
+            ext = emax
+            if ba >= 0:
+                ctx.vA = wp.spatial_top(body_qd[ba])
+                ctx.wA = wp.spatial_bottom(body_qd[ba])
+                ctx.comA = wp.transform_point(ctx.XbA, body_com[ba])
+            if bb >= 0:
+                ctx.vB = wp.spatial_top(body_qd[bb])
+                ctx.wB = wp.spatial_bottom(body_qd[bb])
+                ctx.comB = wp.transform_point(ctx.XbB, body_com[bb])
+        limit = wp.max(ctx.gap, ext) + ctx.mA + ctx.mB
+        XA = shape_X[a]
+        XB = shape_X[b]
+        sA = shape_scale[a]
+        sB = shape_scale[b]
+        cA = wp.transform_get_translation(XA)
+        cB = wp.transform_get_translation(XB)
+        if ta == PLANE:
+            if tb == SPHERE:
+                plane_point(XA, sA, cB, sB[0], ctx, out, 0)
+            elif tb == CAPSULE:
+                e0, e1 = capsule_ends(XB, sB[1])
+                plane_point(XA, sA, e0, sB[0], ctx, out, 0)
+                plane_point(XA, sA, e1, sB[0], ctx, out, 1)
+            elif tb == BOX:
+                pn = wp.quat_rotate(wp.transform_get_rotation(XA), wp.vec3(0.0, 0.0, 1.0))
+                pp = wp.transform_get_translation(XA)
+                dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+                idx = vec4f(-1.0, -1.0, -1.0, -1.0)
+                for k in range(8):
+                    v = box_vertex(XB, sB, k)
+                    d = wp.dot(v - pp, pn)
+                    if d <= limit and d < dist[3] and in_plane_bounds(XA, sA, v - d * pn):
+                        j = int(3)
+                        while j > 0 and dist[j - 1] > d:
+                            dist[j] = dist[j - 1]
+                            idx[j] = idx[j - 1]
+                            j -= 1
+                        dist[j] = d
+                        idx[j] = float(k)
+                for j in range(4):
+                    if idx[j] >= 0.0:
+                        k = int(idx[j])
+                        v = box_vertex(XB, sB, k)
+                        emit(ctx, out, v - dist[j] * pn, v, pn, 0.0, 0.0, k)
+        elif ta == SPHERE:
+            if tb == SPHERE:
+                n = safe_normalize(cB - cA, wp.vec3(0.0, 0.0, 1.0))
+                emit(ctx, out, cA, cB, n, sA[0], sB[0], 0)
+            elif tb == CAPSULE:
+                e0, e1 = capsule_ends(XB, sB[1])
+                q = e0 + closest_point_segment(cA, e0, e1) * (e1 - e0)
+                n = safe_normalize(q - cA, wp.vec3(0.0, 0.0, 1.0))
+                emit(ctx, out, cA, q, n, sA[0], sB[0], 0)
+            elif tb == BOX:
+                sp, n, s = point_box(cA, XB, sB)
+                emit(ctx, out, cA, sp, n, sA[0], 0.0, 0)
+        elif ta == CAPSULE:
+            a0, a1 = capsule_ends(XA, sA[1])
+            if tb == CAPSULE:
+                b0, b1 = capsule_ends(XB, sB[1])
+                s, t = closest_segment_segment(a0, a1, b0, b1)
+                pa = a0 + s * (a1 - a0)
+                pb = b0 + t * (b1 - b0)
+                da = a1 - a0
+                db = b1 - b0
+                la = wp.length(da)
+                lb = wp.length(db)
+                n = safe_normalize(pb - pa, any_perpendicular(safe_normalize(da, wp.vec3(0.0, 0.0, 1.0))))
+                two = int(0)
+                lo = float(0.0)
+                hi = float(0.0)
+                if la > 1.0e-6 and lb > 1.0e-6:
+                    if wp.length(wp.cross(da, db)) < 1.0e-3 * la * lb:
+                        u = da / la
+                        t0 = wp.clamp(wp.dot(b0 - a0, u) / la, 0.0, 1.0)
+                        t1 = wp.clamp(wp.dot(b1 - a0, u) / la, 0.0, 1.0)
+                        lo = wp.min(t0, t1)
+                        hi = wp.max(t0, t1)
+                        if (hi - lo) * la > 1.0e-4 * (la + lb):
+                            two = 1
+                if two != 0:
+                    for k in range(2):
+                        tp = lo
+                        if k == 1:
+                            tp = hi
+                        qa = a0 + tp * da
+                        qb = b0 + closest_point_segment(qa, b0, b1) * db
+                        emit(ctx, out, qa, qb, safe_normalize(qb - qa, n), sA[0], sB[0], k)
+                else:
+                    emit(ctx, out, pa, pb, n, sA[0], sB[0], 0)
+            elif tb == BOX:
+                ts = capsule_box_param(a0, a1, XB, sB)
+                s0p, n0, d0 = point_box(a0, XB, sB)
+                s1p, n1, d1 = point_box(a1, XB, sB)
+                emit(ctx, out, a0, s0p, n0, sA[0], 0.0, 0)
+                emit(ctx, out, a1, s1p, n1, sA[0], 0.0, 1)
+                L = wp.length(a1 - a0)
+                if ts * L > 1.0e-4 and (1.0 - ts) * L > 1.0e-4:
+                    x = a0 + ts * (a1 - a0)
+                    sp, n, ds = point_box(x, XB, sB)
+                    if ds < wp.min(d0, d1) - 1.0e-6:
+                        emit(ctx, out, x, sp, n, sA[0], 0.0, 2)
+        elif ta == BOX:
+            if tb == BOX:
+                collide_box_box_emit(ctx, out, XA, sA, XB, sB, limit)
+
+
+@wp.kernel
+def soft_contact_kernel(
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_radius: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=int),
+    particle_count: int,
+    soft_shapes: wp.array(dtype=int),
+    soft_shape_count: int,
+    shape_type: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_world: wp.array(dtype=int),
+    shape_X: wp.array(dtype=wp.transform),
+    shape_scale: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    margin: float,
+    count: wp.array(dtype=int),
+    out_particle: wp.array(dtype=int),
+    out_shape: wp.array(dtype=int),
+    out_indices: wp.array(dtype=wp.vec3i),
+    out_bary: wp.array(dtype=wp.vec3),
+    out_body_pos: wp.array(dtype=wp.vec3),
+    out_body_vel: wp.array(dtype=wp.vec3),
+    out_normal: wp.array(dtype=wp.vec3),
+    out_tids: wp.array(dtype=int),
+    stride: int,
+):
+    tid = wp.tid()
+    total = particle_count * soft_shape_count
+    item = tid
+    while item < total:
+        pidx = item // soft_shape_count
+        s = soft_shapes[item - pidx * soft_shape_count]
+        this_item = item
+        item += stride
+        if (particle_flags[pidx] & 1) == 0:
+            continue
+        pw = particle_world[pidx]
+        sw = shape_world[s]
+        if pw != sw and pw >= 0 and sw >= 0:
+            continue
+        X = shape_X[s]
+        x = particle_q[pidx]
+        lp = wp.transform_point(wp.transform_inverse(X), x)
+        sc = shape_scale[s]
+        t = shape_type[s]
+        d = float(MAXVAL)
+        cl = wp.vec3(0.0)
+        nl = wp.vec3(0.0, 0.0, 1.0)
+        if t == SPHERE:
+            nl = safe_normalize(lp, wp.vec3(0.0, 0.0, 1.0))
+            d = wp.length(lp) - sc[0]
+            cl = nl * sc[0]
+        elif t == CAPSULE:
+            e0 = wp.vec3(0.0, 0.0, -sc[1])
+            e1 = wp.vec3(0.0, 0.0, sc[1])
+            q = e0 + closest_point_segment(lp, e0, e1) * (e1 - e0)
+            nl = safe_normalize(lp - q, any_perpendicular(wp.vec3(0.0, 0.0, 1.0)))
+            d = wp.length(lp - q) - sc[0]
+            cl = q + nl * sc[0]
+        elif t == BOX:
+            sp, n, sd = point_box(lp, wp.transform_identity(), sc)
+            cl = sp
+            d = sd
+            if sd > 0.0:
+                nl = -n
+            else:
+                nl = -n
+        elif t == PLANE:
+            inside = True
+            if sc[0] > 0.0 and sc[1] > 0.0:
+                inside = wp.abs(lp[0]) <= 0.5 * sc[0] and wp.abs(lp[1]) <= 0.5 * sc[1]
+            if inside:
+                d = lp[2]
+                cl = wp.vec3(lp[0], lp[1], 0.0)
+        if d < particle_radius[pidx] + margin:
+            idx = wp.atomic_add(count, 0, 1)
+            if idx >= out_particle.shape[0]:
+                wp.atomic_sub(count, 0, 1)
+            else:
+                Xb = shape_body_xform(shape_body[s], body_q)
+                out_particle[idx] = pidx
+                out_shape[idx] = s
+                out_indices[idx] = wp.vec3i(pidx, -1, -1)
+                out_bary[idx] = wp.vec3(1.0, 0.0, 0.0)
+                out_body_pos[idx] = wp.transform_point(wp.transform_inverse(Xb), wp.transform_point(X, cl))
+                out_body_vel[idx] = wp.vec3(0.0)
+                out_normal[idx] = wp.transform_vector(X, nl)
+                if idx < out_tids.shape[0]:
+                    out_tids[idx] = this_item

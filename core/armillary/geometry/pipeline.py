@@ -1,0 +1,513 @@
+""":class:`CollisionPipeline`: AABBs -> broad phase -> narrow phase -> (optional) deterministic sort.
+
+Launches per :meth:`CollisionPipeline.collide` call: one AABB kernel (which also resets
+the counters), the broad phase (1 launch; SAP: 2 + sort), the narrow phase (1), the soft
+contact kernel when the model has particles and particle-colliding shapes (1), and with
+``deterministic=True`` a radix sort plus one gather kernel. Nothing syncs with the host,
+so ``collide`` can be captured in a CUDA graph once the pipeline and its contacts exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import warp as wp
+
+wp.set_module_options({"enable_backward": False, "max_unroll": 1})
+
+from ..sim.contacts import Contacts
+from ..sim.enums import GeoType, ShapeFlags
+from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP, grid_dim
+from .narrow_phase import (
+    PAIR_MAX_CONTACTS,
+    SUPPORTED_TYPES,
+    ContactOut,
+    narrow_phase_kernel,
+    soft_contact_kernel,
+)
+
+_PLANE = wp.constant(int(GeoType.PLANE))
+_SPHERE = wp.constant(int(GeoType.SPHERE))
+_CAPSULE = wp.constant(int(GeoType.CAPSULE))
+_BOX = wp.constant(int(GeoType.BOX))
+_BIG = wp.constant(1.0e6)
+
+
+@wp.kernel
+def _aabb_kernel(
+    shape_count: int,
+    shape_type: wp.array(dtype=int),
+    shape_body: wp.array(dtype=int),
+    shape_transform: wp.array(dtype=wp.transform),
+    shape_scale: wp.array(dtype=wp.vec3),
+    shape_margin: wp.array(dtype=float),
+    shape_gap: wp.array(dtype=float),
+    shape_radius: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    spec: int,
+    dt: float,
+    emax: float,
+    shape_X: wp.array(dtype=wp.transform),
+    lower: wp.array(dtype=wp.vec3),
+    upper: wp.array(dtype=wp.vec3),
+    cand_count: wp.array(dtype=int),
+    rigid_count: wp.array(dtype=int),
+    soft_count: wp.array(dtype=int),
+    generation: wp.array(dtype=int),
+    sort_key: wp.array(dtype=wp.int64),
+    key_fill: wp.int64,
+    stride: int,
+):
+    tid = wp.tid()
+    if tid == 0:
+        cand_count[0] = 0
+        rigid_count[0] = 0
+        soft_count[0] = 0
+        if generation.shape[0] > 0:
+            generation[0] = generation[0] + 1
+    k = tid
+    while k < sort_key.shape[0]:
+        sort_key[k] = key_fill
+        k += stride
+    s = tid
+    while s < shape_count:
+        body = shape_body[s]
+        X = shape_transform[s]
+        if body >= 0:
+            X = body_q[body] * X
+        shape_X[s] = X
+        t = shape_type[s]
+        sc = shape_scale[s]
+        c = wp.transform_get_translation(X)
+        q = wp.transform_get_rotation(X)
+        ext = wp.vec3(0.0)
+        if t == _SPHERE:
+            ext = wp.vec3(sc[0])
+        elif t == _CAPSULE:
+            ax = wp.quat_rotate(q, wp.vec3(0.0, 0.0, sc[1]))
+            ext = wp.vec3(wp.abs(ax[0]) + sc[0], wp.abs(ax[1]) + sc[0], wp.abs(ax[2]) + sc[0])
+        elif t == _BOX:
+            for i in range(3):
+                e = wp.vec3(0.0)
+                e[i] = sc[i]
+                a = wp.quat_rotate(q, e)
+                ext += wp.vec3(wp.abs(a[0]), wp.abs(a[1]), wp.abs(a[2]))
+        elif t == _PLANE:
+            if sc[0] > 0.0 and sc[1] > 0.0:
+                ax = wp.quat_rotate(q, wp.vec3(0.5 * sc[0], 0.0, 0.0))
+                ay = wp.quat_rotate(q, wp.vec3(0.0, 0.5 * sc[1], 0.0))
+                ext = wp.vec3(wp.abs(ax[0]) + wp.abs(ay[0]), wp.abs(ax[1]) + wp.abs(ay[1]),
+                              wp.abs(ax[2]) + wp.abs(ay[2]))  # fmt: skip
+            else:
+                ext = wp.vec3(_BIG)
+        else:
+            ext = wp.vec3(shape_radius[s])
+        pad = shape_margin[s] + shape_gap[s]
+        if spec != 0 and body >= 0:
+            v = wp.spatial_top(body_qd[body])
+            w = wp.spatial_bottom(body_qd[body])
+            com = wp.transform_point(body_q[body], body_com[body])
+            reach = wp.length(c - com) + shape_radius[s]
+            pad += wp.min((wp.length(v) + wp.length(w) * reach) * dt, emax)
+        lower[s] = c - ext - wp.vec3(pad)
+        upper[s] = c + ext + wp.vec3(pad)
+        s += stride
+
+
+@wp.kernel
+def _gather_kernel(src: ContactOut, order: wp.array(dtype=int), dst: ContactOut, stride: int):
+    tid = wp.tid()
+    n = wp.min(src.count[0], src.capacity)
+    if tid == 0:
+        dst.count[0] = n
+    i = tid
+    while i < n:
+        j = order[i]
+        dst.shape0[i] = src.shape0[j]
+        dst.shape1[i] = src.shape1[j]
+        dst.point0[i] = src.point0[j]
+        dst.point1[i] = src.point1[j]
+        dst.offset0[i] = src.offset0[j]
+        dst.offset1[i] = src.offset1[j]
+        dst.normal[i] = src.normal[j]
+        dst.margin0[i] = src.margin0[j]
+        dst.margin1[i] = src.margin1[j]
+        dst.point_id[i] = src.point_id[j]
+        i += stride
+
+
+def _type_name(t: int) -> str:
+    try:
+        return GeoType(int(t)).name
+    except ValueError:
+        return str(int(t))
+
+
+class CollisionPipeline:
+    """Rigid (shape-shape) and soft (particle-shape) contact generation for a :class:`Model`.
+
+    Handles every pair among PLANE, SPHERE, CAPSULE and BOX shapes (plane-plane pairs are
+    static-static and never collide); constructing a pipeline for a model whose candidate
+    pairs include other geometry types raises :class:`NotImplementedError` naming the pair.
+    Soft contacts are generated for particles against particle-colliding shapes of the same
+    types.
+    """
+
+    @dataclasses.dataclass
+    class SpeculativeContactConfig:
+        """Velocity-adapted gaps: ``g_eff = max(g, min(v dt, max_speculative_extension))``."""
+
+        max_speculative_extension: float = 0.1
+
+    def __init__(
+        self,
+        model,
+        *,
+        reduce_contacts: bool = True,
+        body_pair_reduction=None,
+        rigid_contact_max: int | None = None,
+        max_triangle_pairs: int | None = None,
+        shape_pairs_filtered=None,
+        include_static_kinematic_pairs: bool = True,
+        soft_contact_max: int | None = None,
+        soft_contact_gap: float | None = None,
+        soft_contact_margin: float | None = None,
+        enable_rigid_soft_full_surface_contact: bool = False,
+        requires_grad: bool | None = None,
+        broad_phase=None,
+        narrow_phase=None,
+        sdf_hydroelastic_config=None,
+        shape_pairs_max: int | None = None,
+        deterministic: bool = False,
+        contact_matching: str = "disabled",
+        contact_matching_pos_threshold: float = 0.0005,
+        contact_matching_normal_dot_threshold: float = 0.995,
+        contact_report: bool = False,
+        verify_buffers: bool = True,
+        contact_reduction_hashtable_size_factor: float = 0.25,
+        speculative_contact_gap_max: float | None = None,
+        speculative_config: SpeculativeContactConfig | None = None,
+        dynamic_shape_scale: bool = False,
+        publish_capacity: bool = True,
+    ):
+        self.model = model
+        self.device = model.device
+        # ---- options this slice does not implement: refuse instead of ignoring
+        if body_pair_reduction is not None:
+            raise NotImplementedError("CollisionPipeline: body_pair_reduction is not implemented yet")
+        if narrow_phase is not None:
+            raise NotImplementedError("CollisionPipeline: a prebuilt narrow_phase is not supported yet")
+        if sdf_hydroelastic_config is not None:
+            raise NotImplementedError("CollisionPipeline: hydroelastic SDF contacts are not implemented yet")
+        if enable_rigid_soft_full_surface_contact:
+            raise NotImplementedError("CollisionPipeline: full-surface rigid-soft contacts are not implemented yet")
+        if contact_matching not in ("disabled", "latest", "sticky"):
+            raise ValueError(f"CollisionPipeline: contact_matching={contact_matching!r} must be 'disabled', "
+                             "'latest' or 'sticky'")  # fmt: skip
+        if contact_report and contact_matching == "disabled":
+            raise ValueError("CollisionPipeline: contact_report=True requires a non-disabled contact_matching mode")
+        if contact_matching != "disabled":
+            raise NotImplementedError(f"CollisionPipeline: contact_matching={contact_matching!r} is not implemented yet")
+        # reduce_contacts / max_triangle_pairs / hashtable factor / dynamic_shape_scale only concern
+        # mesh, heightfield and SDF routes; with primitive pairs only they have nothing to act on.
+        self.reduce_contacts = bool(reduce_contacts)
+        self.max_triangle_pairs = max_triangle_pairs
+        self.contact_reduction_hashtable_size_factor = float(contact_reduction_hashtable_size_factor)
+        self.dynamic_shape_scale = bool(dynamic_shape_scale)
+        self.verify_buffers = bool(verify_buffers)
+        self.deterministic = bool(deterministic)
+        self.contact_matching = contact_matching
+        self.contact_matching_pos_threshold = float(contact_matching_pos_threshold)
+        self.contact_matching_normal_dot_threshold = float(contact_matching_normal_dot_threshold)
+        self.contact_report = bool(contact_report)
+        self.include_static_kinematic_pairs = bool(include_static_kinematic_pairs)
+        self.requires_grad = bool(model.requires_grad if requires_grad is None else requires_grad)
+
+        # ---- speculative contacts
+        if speculative_config is not None:
+            if speculative_contact_gap_max is not None:
+                raise ValueError("CollisionPipeline: pass speculative_config or speculative_contact_gap_max, not both")
+            speculative_contact_gap_max = speculative_config.max_speculative_extension
+        if speculative_contact_gap_max is not None:
+            e = float(speculative_contact_gap_max)
+            if not math.isfinite(e) or e < 0.0:
+                raise ValueError(f"CollisionPipeline: speculative_contact_gap_max={speculative_contact_gap_max!r} "
+                                 "must be a non-negative finite number or None")  # fmt: skip
+            speculative_contact_gap_max = e
+        self.speculative_contact_gap_max = speculative_contact_gap_max
+
+        # ---- soft contact gap
+        if soft_contact_margin is not None and soft_contact_gap is not None:
+            raise ValueError("CollisionPipeline: soft_contact_margin is an alias of soft_contact_gap; pass one")
+        gap = soft_contact_gap if soft_contact_gap is not None else soft_contact_margin
+        self.soft_contact_margin = float(0.01 if gap is None else gap)
+
+        n = int(model.shape_count)
+        self.shape_count = n
+        dev = self.device
+        types = model.shape_type.numpy().astype(np.int64) if n else np.zeros(0, np.int64)
+        flags = model.shape_flags.numpy().astype(np.int64) if n else np.zeros(0, np.int64)
+
+        # ---- candidate pairs known on the host: routing check and capacity estimates
+        if shape_pairs_filtered is not None:
+            pairs_np = shape_pairs_filtered.numpy() if isinstance(shape_pairs_filtered, wp.array) else np.asarray(
+                shape_pairs_filtered)  # fmt: skip
+            pairs_np = np.asarray(pairs_np, dtype=np.int32).reshape(-1, 2)
+        else:
+            pairs_np = np.asarray(model.shape_contact_pairs, dtype=np.int32).reshape(-1, 2)
+        self._check_pairs(pairs_np, types, model)
+
+        # ---- broad phase
+        if broad_phase is None:
+            broad_phase = "explicit"
+        self._explicit_pairs = None
+        if isinstance(broad_phase, str):
+            mode = broad_phase.lower()
+            if mode == "explicit":
+                self.broad_phase = BroadPhaseExplicit()
+            elif mode == "nxn":
+                self.broad_phase = BroadPhaseAllPairs(model.shape_world, model.shape_flags, device=dev)
+            elif mode == "sap":
+                self.broad_phase = BroadPhaseSAP(model.shape_world, model.shape_flags, device=dev)
+            else:
+                raise ValueError(f"CollisionPipeline: broad_phase={broad_phase!r} must be 'explicit', 'nxn' or 'sap'")
+            self.broad_phase_mode = mode
+        elif isinstance(broad_phase, (BroadPhaseAllPairs, BroadPhaseSAP, BroadPhaseExplicit)):
+            self.broad_phase = broad_phase
+            self.broad_phase_mode = {BroadPhaseAllPairs: "nxn", BroadPhaseSAP: "sap",
+                                     BroadPhaseExplicit: "explicit"}[type(broad_phase)]  # fmt: skip
+        else:
+            raise TypeError(f"CollisionPipeline: broad_phase must be a mode string or a broad phase instance, "
+                            f"got {type(broad_phase).__name__}")  # fmt: skip
+        if self.broad_phase_mode == "explicit":
+            self._explicit_pairs = wp.array(pairs_np.reshape(-1, 2), dtype=wp.vec2i, device=dev)
+            pair_cap = len(pairs_np)
+        else:
+            pair_cap = int(self.broad_phase.max_pair_count)
+            if shape_pairs_max is not None:
+                pair_cap = min(pair_cap, int(shape_pairs_max))
+        self.shape_pairs_max = max(pair_cap, 1)
+
+        # ---- filter pairs (sorted, canonical) for nxn / sap
+        fp = model.shape_collision_filter_pairs_array() if hasattr(model, "shape_collision_filter_pairs_array") \
+            else np.asarray(sorted(model.shape_collision_filter_pairs), dtype=np.int32).reshape(-1, 2)  # fmt: skip
+        self._filter_pairs = wp.array(np.asarray(fp, dtype=np.int32).reshape(-1, 2), dtype=wp.vec2i, device=dev)
+
+        # ---- capacities
+        if rigid_contact_max is None:
+            rigid_contact_max = model.rigid_contact_max
+        if rigid_contact_max is None:
+            if len(pairs_np):
+                ta = types[pairs_np[:, 0]]
+                tb = types[pairs_np[:, 1]]
+                lo, hi = np.minimum(ta, tb), np.maximum(ta, tb)
+                per = np.zeros(len(pairs_np), np.int64)
+                for (x, y), m in PAIR_MAX_CONTACTS.items():
+                    per[(lo == x) & (hi == y)] = m
+                est = int(per.sum())
+            else:
+                est = 0
+            rigid_contact_max = max(1000, min(est, 40 * n + 1000))
+        self.rigid_contact_max = int(rigid_contact_max)
+        if self.rigid_contact_max < 0:
+            raise ValueError("CollisionPipeline: rigid_contact_max must be >= 0")
+
+        pcount = int(getattr(model, "particle_count", 0) or 0)
+        soft_mask = (flags & int(ShapeFlags.COLLIDE_PARTICLES)) != 0
+        soft_shapes = np.nonzero(soft_mask)[0].astype(np.int32) if pcount else np.zeros(0, np.int32)
+        if len(soft_shapes):
+            bad = [int(s) for s in soft_shapes if int(types[s]) not in SUPPORTED_TYPES]
+            if bad:
+                raise NotImplementedError(f"CollisionPipeline: particle-{_type_name(types[bad[0]])} soft contacts "
+                                          f"(shape {bad[0]}) are not implemented yet")  # fmt: skip
+        self._soft_shapes = wp.array(soft_shapes, dtype=int, device=dev)
+        self.soft_contact_pair_count = pcount * len(soft_shapes)
+        if soft_contact_max is None:
+            soft_contact_max = model.soft_contact_max if model.soft_contact_max is not None else \
+                self.soft_contact_pair_count  # fmt: skip
+        self.soft_contact_max = int(soft_contact_max)
+        if publish_capacity:
+            model.rigid_contact_max = self.rigid_contact_max
+            model.soft_contact_max = self.soft_contact_max
+
+        # ---- work buffers
+        with wp.ScopedDevice(dev):
+            self._shape_X = wp.zeros(max(n, 1), dtype=wp.transform)
+            self._lower = wp.zeros(max(n, 1), dtype=wp.vec3)
+            self._upper = wp.zeros(max(n, 1), dtype=wp.vec3)
+            self._candidates = wp.zeros(self.shape_pairs_max, dtype=wp.vec2i)
+            self._counters = wp.zeros(1, dtype=int)  # candidate pair count
+            self._empty_i64 = wp.zeros(0, dtype=wp.int64)
+            self._empty_i = wp.zeros(0, dtype=int)
+            self._body_com = model.body_com if model.body_count else wp.zeros(1, dtype=wp.vec3)
+            self._body_flags = getattr(model, "body_flags", None)
+            if self._body_flags is None:
+                self._body_flags = wp.zeros(0, dtype=int)
+            self._key_shift = max(1, int(n).bit_length())
+            if self.deterministic:
+                cap = max(self.rigid_contact_max, 1)
+                self._scratch = self._alloc_out(cap)
+                self._sort_key = wp.zeros(2 * cap, dtype=wp.int64)
+                self._sort_value = wp.zeros(2 * cap, dtype=int)
+                self._scratch.sort_key = self._sort_key
+                self._scratch.sort_value = self._sort_value
+                self._key_fill = (1 << (2 * self._key_shift + 8)) - 1
+                self._sort_bits = 2 * self._key_shift + 8
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _check_pairs(pairs_np, types, model):
+        if not len(pairs_np):
+            return
+        ta = types[pairs_np[:, 0]]
+        tb = types[pairs_np[:, 1]]
+        lo, hi = np.minimum(ta, tb), np.maximum(ta, tb)
+        supported = np.zeros(len(pairs_np), dtype=bool)
+        for x, y in PAIR_MAX_CONTACTS:
+            supported |= (lo == x) & (hi == y)
+        if not supported.all():
+            k = int(np.nonzero(~supported)[0][0])
+            a, b = int(pairs_np[k, 0]), int(pairs_np[k, 1])
+            raise NotImplementedError(
+                f"CollisionPipeline: narrow phase for {_type_name(lo[k])}-{_type_name(hi[k])} pairs "
+                f"(shapes {a} and {b}) is not implemented yet; supported: every pair among PLANE, SPHERE, "
+                "CAPSULE and BOX except PLANE-PLANE")
+
+    def _alloc_out(self, cap: int) -> ContactOut:
+        o = ContactOut()
+        o.count = wp.zeros(1, dtype=int)
+        o.shape0 = wp.zeros(cap, dtype=int)
+        o.shape1 = wp.zeros(cap, dtype=int)
+        o.point0 = wp.zeros(cap, dtype=wp.vec3)
+        o.point1 = wp.zeros(cap, dtype=wp.vec3)
+        o.offset0 = wp.zeros(cap, dtype=wp.vec3)
+        o.offset1 = wp.zeros(cap, dtype=wp.vec3)
+        o.normal = wp.zeros(cap, dtype=wp.vec3)
+        o.margin0 = wp.zeros(cap, dtype=float)
+        o.margin1 = wp.zeros(cap, dtype=float)
+        o.point_id = wp.zeros(cap, dtype=int)
+        o.sort_key = wp.zeros(0, dtype=wp.int64)
+        o.sort_value = wp.zeros(0, dtype=int)
+        o.capacity = cap
+        o.key_shift = self._key_shift
+        return o
+
+    def _contacts_out(self, contacts: Contacts) -> ContactOut:
+        o = ContactOut()
+        o.count = contacts.rigid_contact_count
+        o.shape0 = contacts.rigid_contact_shape0
+        o.shape1 = contacts.rigid_contact_shape1
+        o.point0 = contacts.rigid_contact_point0
+        o.point1 = contacts.rigid_contact_point1
+        o.offset0 = contacts.rigid_contact_offset0
+        o.offset1 = contacts.rigid_contact_offset1
+        o.normal = contacts.rigid_contact_normal
+        o.margin0 = contacts.rigid_contact_margin0
+        o.margin1 = contacts.rigid_contact_margin1
+        o.point_id = contacts.rigid_contact_point_id
+        o.sort_key = self._empty_i64
+        o.sort_value = self._empty_i
+        o.capacity = contacts.rigid_contact_max
+        o.key_shift = self._key_shift
+        return o
+
+    # ------------------------------------------------------------------ public API
+    def contacts(self) -> Contacts:
+        """A new :class:`Contacts` buffer sized for this pipeline."""
+        c = Contacts(self.rigid_contact_max, self.soft_contact_max, requires_grad=self.requires_grad,
+                     device=self.device)  # fmt: skip
+        init = getattr(self.model, "_init_custom_contacts", None)
+        if init is not None:
+            init(c)
+        return c
+
+    def collide(self, state, contacts: Contacts, *, soft_contact_margin: float | None = None,
+                soft_self_contact: bool = False, dt: float | None = None) -> None:  # fmt: skip
+        """Fill ``contacts`` (cleared first) with the rigid and soft contacts of ``state``.
+
+        ``dt`` [s] is the time until the next collision update; it is required when
+        speculative contacts are enabled (``0.0`` uses the authored gaps only) and ignored
+        otherwise.
+        """
+        if soft_self_contact:
+            raise NotImplementedError("CollisionPipeline.collide: soft self-contact is not implemented yet")
+        if soft_contact_margin is not None:
+            warnings.warn("CollisionPipeline.collide(soft_contact_margin=...) is deprecated; pass soft_contact_gap "
+                          "to the constructor", DeprecationWarning, stacklevel=2)  # fmt: skip
+            soft_margin = float(soft_contact_margin)
+        else:
+            soft_margin = self.soft_contact_margin
+        if contacts.rigid_contact_max < self.rigid_contact_max and self.deterministic:
+            raise ValueError("CollisionPipeline.collide: contacts buffer is smaller than the pipeline's "
+                             "rigid_contact_max; allocate it with pipeline.contacts()")  # fmt: skip
+        spec = self.speculative_contact_gap_max is not None
+        if spec:
+            if dt is None:
+                raise ValueError("CollisionPipeline.collide: dt is required when speculative contacts are enabled")
+            dt = float(dt)
+            if not math.isfinite(dt) or dt < 0.0:
+                raise ValueError(f"CollisionPipeline.collide: dt={dt!r} must be a non-negative finite number")
+        emax = float(self.speculative_contact_gap_max or 0.0)
+        dtv = float(dt or 0.0) if spec else 0.0
+        spec_i = int(spec and dtv > 0.0 and emax > 0.0)
+
+        model = self.model
+        dev = self.device
+        if contacts.clear_buffers:
+            contacts.clear(bump_generation=False)
+        n = self.shape_count
+        body_q = state.body_q if model.body_count else wp.zeros(1, dtype=wp.transform, device=dev)
+        body_qd = state.body_qd if model.body_count else wp.zeros(1, dtype=wp.spatial_vector, device=dev)
+        out = self._scratch if self.deterministic else self._contacts_out(contacts)
+        sort_key = self._sort_key if self.deterministic else self._empty_i64
+        dim = grid_dim(dev, max(n, self.rigid_contact_max if self.deterministic else 1))
+        wp.launch(_aabb_kernel, dim=dim,
+                  inputs=[n, model.shape_type, model.shape_body, model.shape_transform, model.shape_scale,
+                          model.shape_margin, model.shape_gap, model.shape_collision_radius, body_q, body_qd,
+                          self._body_com, spec_i, dtv, emax, self._shape_X, self._lower, self._upper, self._counters,
+                          out.count, contacts.soft_contact_count,
+                          contacts.contact_generation, sort_key, wp.int64(self._key_fill if self.deterministic else 0),
+                          dim],
+                  device=dev, record_tape=False)  # fmt: skip
+        if n >= 2:
+            common = dict(shape_body=model.shape_body, body_flags=self._body_flags,
+                          include_static_kinematic_pairs=self.include_static_kinematic_pairs)  # fmt: skip
+            if self.broad_phase_mode == "explicit":
+                self.broad_phase.launch(self._lower, self._upper, None, self._explicit_pairs,
+                                        int(self._explicit_pairs.shape[0]), self._candidates, self._counters,
+                                        device=dev, skip_count_zero=True, **common)  # fmt: skip
+            else:
+                self.broad_phase.launch(self._lower, self._upper, None, model.shape_collision_group,
+                                        model.shape_world, n, self._candidates, self._counters, device=dev,
+                                        filter_pairs=self._filter_pairs, num_filter_pairs=int(self._filter_pairs.shape[0]),
+                                        skip_count_zero=True, **common)  # fmt: skip
+            ndim = grid_dim(dev, self.shape_pairs_max)
+            wp.launch(narrow_phase_kernel, dim=ndim,
+                      inputs=[self._candidates, self._counters, model.shape_type, model.shape_body, self._shape_X,
+                              model.shape_scale, model.shape_margin, model.shape_gap, body_q, body_qd,
+                              self._body_com, spec_i, dtv, emax, out, ndim],
+                      device=dev, record_tape=False)  # fmt: skip
+        if self.deterministic:
+            cap = self._scratch.capacity
+            wp.utils.radix_sort_pairs(self._sort_key, self._sort_value, cap, 0, self._sort_bits)
+            dst = self._contacts_out(contacts)
+            gdim = grid_dim(dev, cap)
+            wp.launch(_gather_kernel, dim=gdim, inputs=[self._scratch, self._sort_value, dst, gdim], device=dev,
+                      record_tape=False)  # fmt: skip
+        if self.soft_contact_pair_count and contacts.soft_contact_max > 0:
+            sdim = grid_dim(dev, self.soft_contact_pair_count)
+            wp.launch(soft_contact_kernel, dim=sdim,
+                      inputs=[state.particle_q, model.particle_radius, model.particle_flags, model.particle_world,
+                              int(model.particle_count), self._soft_shapes, int(self._soft_shapes.shape[0]),
+                              model.shape_type, model.shape_body, model.shape_world, self._shape_X, model.shape_scale,
+                              body_q, soft_margin, contacts.soft_contact_count, contacts.soft_contact_particle,
+                              contacts.soft_contact_shape, contacts.soft_contact_indices,
+                              contacts.soft_contact_barycentric, contacts.soft_contact_body_pos,
+                              contacts.soft_contact_body_vel, contacts.soft_contact_normal, contacts.soft_contact_tids,
+                              sdim],
+                      device=dev)  # fmt: skip

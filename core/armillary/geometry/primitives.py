@@ -1,0 +1,608 @@
+"""Analytic primitive collision routines (Warp device functions).
+
+All routines work in world space and describe each contact by two *core* points
+``pa`` (on shape 0) and ``pb`` (on shape 1), a unit normal ``n`` pointing from
+shape 0 toward shape 1 and the effective radii ``ra``/``rb`` of the cores (sphere
+and capsule contacts are stored at the sphere center / capsule axis with the
+radius as effective radius; boxes and planes store surface points with radius 0).
+The surface separation of a contact is ``dot(n, pb - pa) - ra - rb``.
+
+The ``collide_*`` functions exported here return the signed surface distance, the
+world contact position (midpoint of the two surface points) and the normal, for
+per-pair queries inside user kernels; multi-contact variants return fixed-size
+vectors with unused slots set to :data:`MAXVAL`.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+wp.set_module_options({"enable_backward": False, "max_unroll": 1})
+
+MAXVAL = 1.0e10
+
+mat83 = wp.types.matrix(shape=(8, 3), dtype=wp.float32)
+vec4f = wp.types.vector(length=4, dtype=wp.float32)
+mat43 = wp.types.matrix(shape=(4, 3), dtype=wp.float32)
+vec2f = wp.types.vector(length=2, dtype=wp.float32)
+mat23 = wp.types.matrix(shape=(2, 3), dtype=wp.float32)
+
+
+# --------------------------------------------------------------------------- helpers
+@wp.func
+def safe_normalize(v: wp.vec3, fallback: wp.vec3):
+    n = wp.length(v)
+    if n > 1.0e-12:
+        return v / n
+    return fallback
+
+
+@wp.func
+def any_perpendicular(v: wp.vec3):
+    if wp.abs(v[0]) < 0.57:
+        return wp.normalize(wp.cross(v, wp.vec3(1.0, 0.0, 0.0)))
+    return wp.normalize(wp.cross(v, wp.vec3(0.0, 1.0, 0.0)))
+
+
+@wp.func
+def closest_point_segment(p: wp.vec3, a: wp.vec3, b: wp.vec3):
+    """Parameter t in [0, 1] of the point of segment ab closest to p."""
+    ab = b - a
+    d = wp.dot(ab, ab)
+    if d < 1.0e-20:
+        return 0.0
+    return wp.clamp(wp.dot(p - a, ab) / d, 0.0, 1.0)
+
+
+@wp.func
+def closest_segment_segment(p1: wp.vec3, q1: wp.vec3, p2: wp.vec3, q2: wp.vec3):
+    """Parameters (s, t) of the closest points p1 + s (q1 - p1) and p2 + t (q2 - p2)."""
+    d1 = q1 - p1
+    d2 = q2 - p2
+    r = p1 - p2
+    a = wp.dot(d1, d1)
+    e = wp.dot(d2, d2)
+    f = wp.dot(d2, r)
+    s = float(0.0)
+    t = float(0.0)
+    eps = 1.0e-20
+    if a <= eps and e <= eps:
+        return s, t
+    if a <= eps:
+        t = wp.clamp(f / e, 0.0, 1.0)
+        return s, t
+    c = wp.dot(d1, r)
+    if e <= eps:
+        s = wp.clamp(-c / a, 0.0, 1.0)
+        return s, t
+    b = wp.dot(d1, d2)
+    denom = a * e - b * b
+    if denom > 1.0e-12 * a * e:
+        s = wp.clamp((b * f - c * e) / denom, 0.0, 1.0)
+    t = (b * s + f) / e
+    if t < 0.0:
+        t = 0.0
+        s = wp.clamp(-c / a, 0.0, 1.0)
+    elif t > 1.0:
+        t = 1.0
+        s = wp.clamp((b - c) / a, 0.0, 1.0)
+    return s, t
+
+
+@wp.func
+def box_sdf_local(p: wp.vec3, h: wp.vec3):
+    q = wp.vec3(wp.abs(p[0]) - h[0], wp.abs(p[1]) - h[1], wp.abs(p[2]) - h[2])
+    outside = wp.length(wp.vec3(wp.max(q[0], 0.0), wp.max(q[1], 0.0), wp.max(q[2], 0.0)))
+    inside = wp.min(wp.max(q[0], wp.max(q[1], q[2])), 0.0)
+    return outside + inside
+
+
+@wp.func
+def point_box(c: wp.vec3, X: wp.transform, h: wp.vec3):
+    """Closest surface point of a box to the world point ``c`` and the outward-from-c direction.
+
+    Returns (surface point, unit normal from ``c`` toward the box surface contact, signed distance).
+    For ``c`` inside the box, the normal points from ``c`` deeper into the box (away from
+    the nearest face) so that moving ``c`` along ``-n`` exits the box.
+    """
+    q = wp.transform_get_rotation(X)
+    pl = wp.quat_rotate_inv(q, c - wp.transform_get_translation(X))
+    cl = wp.vec3(wp.clamp(pl[0], -h[0], h[0]), wp.clamp(pl[1], -h[1], h[1]), wp.clamp(pl[2], -h[2], h[2]))
+    diff = cl - pl
+    dist = wp.length(diff)
+    if dist > 1.0e-9:
+        n = wp.quat_rotate(q, diff / dist)
+        return wp.transform_point(X, cl), n, dist
+    # inside: nearest face
+    best = int(0)
+    bd = h[0] - wp.abs(pl[0])
+    for i in range(1, 3):
+        di = h[i] - wp.abs(pl[i])
+        if di < bd:
+            bd = di
+            best = i
+    sp = pl
+    o = wp.vec3(0.0)
+    if pl[best] >= 0.0:
+        sp[best] = h[best]
+        o[best] = 1.0
+    else:
+        sp[best] = -h[best]
+        o[best] = -1.0
+    return wp.transform_point(X, sp), -wp.quat_rotate(q, o), -bd
+
+
+@wp.func
+def capsule_ends(X: wp.transform, hh: float):
+    c = wp.transform_get_translation(X)
+    ax = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, hh))
+    return c - ax, c + ax
+
+
+@wp.func
+def box_vertex(X: wp.transform, h: wp.vec3, i: int):
+    sx = float(1.0)
+    sy = float(1.0)
+    sz = float(1.0)
+    if (i & 1) == 0:
+        sx = -1.0
+    if (i & 2) == 0:
+        sy = -1.0
+    if (i & 4) == 0:
+        sz = -1.0
+    return wp.transform_point(X, wp.vec3(sx * h[0], sy * h[1], sz * h[2]))
+
+
+@wp.func
+def box_edge(X: wp.transform, h: wp.vec3, e: int):
+    """Endpoints of edge ``e`` (0..11) of a box: axis e // 4, sign combination e % 4."""
+    axis = e // 4
+    combo = e % 4
+    k = (axis + 1) % 3
+    l = (axis + 2) % 3
+    a = wp.vec3(0.0)
+    if (combo & 1) == 0:
+        a[k] = -h[k]
+    else:
+        a[k] = h[k]
+    if (combo & 2) == 0:
+        a[l] = -h[l]
+    else:
+        a[l] = h[l]
+    b = a
+    a[axis] = -h[axis]
+    b[axis] = h[axis]
+    return wp.transform_point(X, a), wp.transform_point(X, b)
+
+
+# --------------------------------------------------------------------------- box-box helpers
+@wp.func
+def clip_poly(poly: mat83, n: int, axis: int, sign: float, limit: float):
+    """Keep the part of a planar polygon (points (u, v, w)) with ``sign * p[axis] <= limit``."""
+    out = mat83()
+    m = int(0)
+    if n == 0:
+        return out, m
+    prev = poly[n - 1]
+    dprev = sign * prev[axis] - limit
+    for i in range(n):
+        cur = poly[i]
+        dcur = sign * cur[axis] - limit
+        if dprev <= 0.0:
+            if dcur <= 0.0:
+                if m < 8:
+                    out[m] = cur
+                    m += 1
+            else:
+                t = dprev / (dprev - dcur)
+                if m < 8:
+                    out[m] = prev + t * (cur - prev)
+                    m += 1
+        else:
+            if dcur <= 0.0:
+                t = dprev / (dprev - dcur)
+                if m < 8:
+                    out[m] = prev + t * (cur - prev)
+                    m += 1
+                if m < 8:
+                    out[m] = cur
+                    m += 1
+        prev = cur
+        dprev = dcur
+    return out, m
+
+
+@wp.func
+def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
+    """Exact distance between two separated boxes by feature enumeration.
+
+    Returns (distance, point on A, point on B).
+    """
+    best = float(MAXVAL)
+    pa = wp.vec3(0.0)
+    pb = wp.vec3(0.0)
+    for i in range(8):
+        v = box_vertex(XA, hA, i)
+        sp, n, d = point_box(v, XB, hB)
+        if d < best:
+            best = d
+            pa = v
+            pb = sp
+        w = box_vertex(XB, hB, i)
+        sp2, n2, d2 = point_box(w, XA, hA)
+        if d2 < best:
+            best = d2
+            pa = sp2
+            pb = w
+    for ea in range(12):
+        a0, a1 = box_edge(XA, hA, ea)
+        for eb in range(12):
+            b0, b1 = box_edge(XB, hB, eb)
+            s, t = closest_segment_segment(a0, a1, b0, b1)
+            x = a0 + s * (a1 - a0)
+            y = b0 + t * (b1 - b0)
+            d = wp.length(y - x)
+            if d < best:
+                best = d
+                pa = x
+                pb = y
+    return best, pa, pb
+
+
+@wp.func
+def box_axis(X: wp.transform, i: int):
+    e = wp.vec3(0.0)
+    e[i] = 1.0
+    return wp.quat_rotate(wp.transform_get_rotation(X), e)
+
+
+@wp.func
+def box_projected_radius(X: wp.transform, h: wp.vec3, u: wp.vec3):
+    r = float(0.0)
+    for i in range(3):
+        r += h[i] * wp.abs(wp.dot(box_axis(X, i), u))
+    return r
+
+
+@wp.func
+def box_box_sat(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
+    """Separating-axis test. Returns (max separation, axis code, normal A->B).
+
+    Axis code: 0..2 face of A, 3..5 face of B, 6 + 3 i + j edge a_i x b_j.
+    Face axes are preferred over edge axes within a small tolerance.
+    """
+    d = wp.transform_get_translation(XB) - wp.transform_get_translation(XA)
+    best = float(-MAXVAL)
+    code = int(0)
+    nbest = wp.vec3(0.0, 0.0, 1.0)
+    for i in range(3):
+        u = box_axis(XA, i)
+        s = wp.abs(wp.dot(d, u)) - hA[i] - box_projected_radius(XB, hB, u)
+        if s > best + 1.0e-6:
+            best = s
+            code = i
+            if wp.dot(d, u) >= 0.0:
+                nbest = u
+            else:
+                nbest = -u
+    for i in range(3):
+        u = box_axis(XB, i)
+        s = wp.abs(wp.dot(d, u)) - hB[i] - box_projected_radius(XA, hA, u)
+        if s > best + 1.0e-6:
+            best = s
+            code = 3 + i
+            if wp.dot(d, u) >= 0.0:
+                nbest = u
+            else:
+                nbest = -u
+    scale = wp.max(wp.max(hA[0], wp.max(hA[1], hA[2])), wp.max(hB[0], wp.max(hB[1], hB[2])))
+    tol = 1.0e-4 * scale
+    face_best = best
+    for i in range(3):
+        a = box_axis(XA, i)
+        for j in range(3):
+            b = box_axis(XB, j)
+            c = wp.cross(a, b)
+            cl = wp.length(c)
+            if cl > 1.0e-4:
+                u = c / cl
+                s = wp.abs(wp.dot(d, u)) - box_projected_radius(XA, hA, u) - box_projected_radius(XB, hB, u)
+                if s > face_best + tol and s > best:
+                    best = s
+                    code = 6 + 3 * i + j
+                    if wp.dot(d, u) >= 0.0:
+                        nbest = u
+                    else:
+                        nbest = -u
+    return best, code, nbest
+
+
+@wp.func
+def box_support_edge(X: wp.transform, h: wp.vec3, axis: int, dirn: wp.vec3):
+    """The edge of a box parallel to its local ``axis`` that is extreme along ``dirn``."""
+    q = wp.transform_get_rotation(X)
+    dl = wp.quat_rotate_inv(q, dirn)
+    c = wp.vec3(0.0)
+    for k in range(3):
+        if k != axis:
+            if dl[k] >= 0.0:
+                c[k] = h[k]
+            else:
+                c[k] = -h[k]
+    a = c
+    b = c
+    a[axis] = -h[axis]
+    b[axis] = h[axis]
+    return wp.transform_point(X, a), wp.transform_point(X, b)
+
+
+@wp.func
+def box_face_manifold(XR: wp.transform, hR: wp.vec3, ref_axis: int, nref: wp.vec3, XI: wp.transform, hI: wp.vec3):
+    """Clip the incident face of box I against the reference face of box R.
+
+    ``nref`` is the outward normal of the reference face (pointing toward I).
+    Returns (points (u, v, w) in the reference face frame, count, reference axes k, l)
+    where w is the height above the reference box center along nref.
+    """
+    cR = wp.transform_get_translation(XR)
+    k = (ref_axis + 1) % 3
+    l = (ref_axis + 2) % 3
+    rk = box_axis(XR, k)
+    rl = box_axis(XR, l)
+    # incident face: most anti-parallel to nref
+    inc = int(0)
+    bd = float(0.0)
+    for j in range(3):
+        dj = wp.dot(nref, box_axis(XI, j))
+        if wp.abs(dj) > wp.abs(bd):
+            bd = dj
+            inc = j
+    sgn = float(1.0)
+    if bd > 0.0:
+        sgn = -1.0
+    ij = box_axis(XI, inc)
+    fc = wp.transform_get_translation(XI) + sgn * hI[inc] * ij
+    ik = (inc + 1) % 3
+    il = (inc + 2) % 3
+    ek = box_axis(XI, ik) * hI[ik]
+    el = box_axis(XI, il) * hI[il]
+    poly = mat83()
+    for c in range(4):
+        su = float(1.0)
+        sv = float(1.0)
+        if c == 1 or c == 2:
+            su = -1.0
+        if c >= 2:
+            sv = -1.0
+        p = fc + su * ek + sv * el - cR
+        poly[c] = wp.vec3(wp.dot(p, rk), wp.dot(p, rl), wp.dot(p, nref))
+    n = int(4)
+    poly, n = clip_poly(poly, n, 0, 1.0, hR[k])
+    poly, n = clip_poly(poly, n, 0, -1.0, hR[k])
+    poly, n = clip_poly(poly, n, 1, 1.0, hR[l])
+    poly, n = clip_poly(poly, n, 1, -1.0, hR[l])
+    return poly, n, rk, rl
+
+
+@wp.func
+def reduce_manifold4(poly: mat83, n: int, href: float, limit: float):
+    """Select up to 4 well-spread points among clipped points with depth <= limit.
+
+    Returns (selected indices as vec4 of floats (-1 unused), count).
+    """
+    sel = vec4f(-1.0, -1.0, -1.0, -1.0)
+    # deepest
+    i0 = int(-1)
+    dmin = float(MAXVAL)
+    for i in range(n):
+        d = poly[i, 2] - href
+        if d <= limit and d < dmin:
+            dmin = d
+            i0 = i
+    if i0 < 0:
+        return sel, 0
+    sel[0] = float(i0)
+    cnt = int(1)
+    p0 = wp.vec2(poly[i0, 0], poly[i0, 1])
+    # farthest from p0
+    i1 = int(-1)
+    dbest = float(1.0e-12)
+    for i in range(n):
+        if poly[i, 2] - href <= limit:
+            q = wp.vec2(poly[i, 0], poly[i, 1]) - p0
+            dd = wp.dot(q, q)
+            if dd > dbest:
+                dbest = dd
+                i1 = i
+    if i1 < 0:
+        return sel, cnt
+    sel[1] = float(i1)
+    cnt = 2
+    p1 = wp.vec2(poly[i1, 0], poly[i1, 1])
+    e = p1 - p0
+    i2 = int(-1)
+    i3 = int(-1)
+    amax = float(1.0e-9) * dbest
+    amin = float(-1.0e-9) * dbest
+    for i in range(n):
+        if poly[i, 2] - href <= limit:
+            q = wp.vec2(poly[i, 0], poly[i, 1]) - p0
+            a = e[0] * q[1] - e[1] * q[0]
+            if a > amax:
+                amax = a
+                i2 = i
+            if a < amin:
+                amin = a
+                i3 = i
+    if i2 >= 0:
+        sel[cnt] = float(i2)
+        cnt += 1
+    if i3 >= 0:
+        sel[cnt] = float(i3)
+        cnt += 1
+    return sel, cnt
+
+
+# --------------------------------------------------------------------------- public single-pair queries
+@wp.func
+def collide_sphere_sphere(c0: wp.vec3, r0: float, c1: wp.vec3, r1: float):
+    """Signed distance, contact position (midpoint of surface points) and normal (0 -> 1)."""
+    n = safe_normalize(c1 - c0, wp.vec3(0.0, 0.0, 1.0))
+    d = wp.dot(n, c1 - c0) - r0 - r1
+    pos = 0.5 * ((c0 + r0 * n) + (c1 - r1 * n))
+    return d, pos, n
+
+
+@wp.func
+def collide_plane_sphere(plane_n: wp.vec3, plane_p: wp.vec3, c: wp.vec3, r: float):
+    d = wp.dot(c - plane_p, plane_n) - r
+    pos = c - (r + 0.5 * d) * plane_n
+    return d, pos, plane_n
+
+
+@wp.func
+def collide_sphere_capsule(c: wp.vec3, r: float, X: wp.transform, cr: float, hh: float):
+    a, b = capsule_ends(X, hh)
+    t = closest_point_segment(c, a, b)
+    return collide_sphere_sphere(c, r, a + t * (b - a), cr)
+
+
+@wp.func
+def collide_sphere_box(c: wp.vec3, r: float, X: wp.transform, h: wp.vec3):
+    sp, n, s = point_box(c, X, h)
+    d = s - r
+    pos = 0.5 * ((c + r * n) + sp)
+    return d, pos, n
+
+
+@wp.func
+def collide_capsule_capsule(XA: wp.transform, ra: float, hha: float, XB: wp.transform, rb: float, hhb: float):
+    a0, a1 = capsule_ends(XA, hha)
+    b0, b1 = capsule_ends(XB, hhb)
+    s, t = closest_segment_segment(a0, a1, b0, b1)
+    return collide_sphere_sphere(a0 + s * (a1 - a0), ra, b0 + t * (b1 - b0), rb)
+
+
+@wp.func
+def capsule_box_param(a: wp.vec3, b: wp.vec3, X: wp.transform, h: wp.vec3):
+    """Parameter t in [0, 1] minimizing the box signed distance along segment ab (golden section)."""
+    q = wp.transform_get_rotation(X)
+    c = wp.transform_get_translation(X)
+    la = wp.quat_rotate_inv(q, a - c)
+    lb = wp.quat_rotate_inv(q, b - c)
+    lo = float(0.0)
+    hi = float(1.0)
+    g = float(0.6180339887)
+    x1 = hi - g * (hi - lo)
+    x2 = lo + g * (hi - lo)
+    f1 = box_sdf_local(la + x1 * (lb - la), h)
+    f2 = box_sdf_local(la + x2 * (lb - la), h)
+    for _it in range(36):
+        if f1 <= f2:
+            hi = x2
+            x2 = x1
+            f2 = f1
+            x1 = hi - g * (hi - lo)
+            f1 = box_sdf_local(la + x1 * (lb - la), h)
+        else:
+            lo = x1
+            x1 = x2
+            f1 = f2
+            x2 = lo + g * (hi - lo)
+            f2 = box_sdf_local(la + x2 * (lb - la), h)
+    t = 0.5 * (lo + hi)
+    # endpoints may be the exact minimum (plateaus / monotone)
+    ft = box_sdf_local(la + t * (lb - la), h)
+    f0 = box_sdf_local(la, h)
+    fb = box_sdf_local(lb, h)
+    if f0 <= ft and f0 <= fb:
+        t = 0.0
+    elif fb <= ft:
+        t = 1.0
+    return t
+
+
+@wp.func
+def collide_capsule_box(X: wp.transform, r: float, hh: float, XB: wp.transform, h: wp.vec3):
+    """Deepest contact of a capsule against a box: (signed distance, position, normal capsule -> box)."""
+    a, b = capsule_ends(X, hh)
+    t = capsule_box_param(a, b, XB, h)
+    return collide_sphere_box(a + t * (b - a), r, XB, h)
+
+
+@wp.func
+def collide_plane_capsule(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, r: float, hh: float):
+    """Both end-sphere contacts: (distances vec2, positions mat23, normal)."""
+    a, b = capsule_ends(X, hh)
+    d0, p0, n = collide_plane_sphere(plane_n, plane_p, a, r)
+    d1, p1, n1 = collide_plane_sphere(plane_n, plane_p, b, r)
+    pos = mat23()
+    pos[0] = p0
+    pos[1] = p1
+    return vec2f(d0, d1), pos, n
+
+
+@wp.func
+def collide_plane_box(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, h: wp.vec3, gap: float):
+    """Up to 4 deepest vertex contacts within ``gap`` (unused slots: distance MAXVAL)."""
+    dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+    pos = mat43()
+    for i in range(8):
+        v = box_vertex(X, h, i)
+        d = wp.dot(v - plane_p, plane_n)
+        if d <= gap:
+            # insert into the sorted 4-slot list
+            if d < dist[3]:
+                j = int(3)
+                while j > 0 and dist[j - 1] > d:
+                    dist[j] = dist[j - 1]
+                    pos[j] = pos[j - 1]
+                    j -= 1
+                dist[j] = d
+                pos[j] = v - 0.5 * d * plane_n
+    return dist, pos, plane_n
+
+
+@wp.func
+def collide_box_box(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3, gap: float):
+    """Box-box manifold: up to 4 contacts (distances vec4 with MAXVAL padding, positions, normal A -> B)."""
+    dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+    pos = mat43()
+    sep, code, n = box_box_sat(XA, hA, XB, hB)
+    if sep > gap:
+        return dist, pos, n
+    if code < 6:
+        XR = XA
+        hR = hA
+        XI = XB
+        hI = hB
+        nref = n
+        ax = code
+        if code >= 3:
+            XR = XB
+            hR = hB
+            XI = XA
+            hI = hA
+            nref = -n
+            ax = code - 3
+        poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
+        sel, cnt = reduce_manifold4(poly, m, hR[ax], gap)
+        cR = wp.transform_get_translation(XR)
+        for s in range(cnt):
+            i = int(sel[s])
+            u = poly[i, 0]
+            v = poly[i, 1]
+            w = poly[i, 2]
+            dist[s] = w - hR[ax]
+            pos[s] = cR + u * rk + v * rl + 0.5 * (w + hR[ax]) * nref
+        return dist, pos, n
+    i = (code - 6) // 3
+    j = (code - 6) % 3
+    a0, a1 = box_support_edge(XA, hA, i, n)
+    b0, b1 = box_support_edge(XB, hB, j, -n)
+    s, t = closest_segment_segment(a0, a1, b0, b1)
+    pa = a0 + s * (a1 - a0)
+    pb = b0 + t * (b1 - b0)
+    dist[0] = wp.dot(n, pb - pa)
+    pos[0] = 0.5 * (pa + pb)
+    return dist, pos, n
