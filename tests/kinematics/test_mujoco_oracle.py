@@ -26,13 +26,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from tests.oracle.mujoco_to_builder import builder_from_mjmodel  # noqa: E402
 
 import armillary  # noqa: E402
+from armillary.testing.assets import shared_assets_dir  # noqa: E402
 
 POSE_RTOL = 1.0e-5
 """body origins / COMs: max error <= POSE_RTOL * max(1 m, model extent); rotations: angle <= POSE_RTOL rad."""
 DYN_RTOL = 1.0e-4
 """mass matrix, bias and gravity forces: max abs error <= DYN_RTOL * max abs reference entry (float32)."""
 
-ASSETS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "assets", "mjcf"))
+ASSETS = os.path.join(str(shared_assets_dir(__file__) or "/nonexistent"), "mjcf")
 REFS = sorted(glob.glob(os.path.join(ASSETS, "**", "*.ref.npz"), recursive=True))
 
 

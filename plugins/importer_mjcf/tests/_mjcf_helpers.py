@@ -7,7 +7,9 @@ import os
 
 import numpy as np
 
-ASSETS = os.environ.get("ARMILLARY_ASSETS", "/work/shared/assets")
+from armillary.testing.assets import shared_assets_dir
+
+ASSETS = str(shared_assets_dir(__file__) or "")
 
 
 def mjcf_models() -> dict[str, str]:

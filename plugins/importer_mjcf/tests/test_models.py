@@ -18,7 +18,7 @@ from _mjcf_helpers import host_fk, mjcf_models, ref_npz
 MODELS = mjcf_models()
 mujoco = pytest.importorskip("mujoco")
 
-pytestmark = pytest.mark.skipif(not MODELS, reason="shared asset corpus (/work/shared/assets) not available")
+pytestmark = pytest.mark.skipif(not MODELS, reason="shared asset corpus (../shared/assets) not available")
 
 
 @pytest.fixture(scope="module")

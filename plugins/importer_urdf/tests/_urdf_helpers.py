@@ -16,18 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from armillary.testing.assets import shared_assets_dir
+
 _here = Path(__file__).resolve()
 
 
 def _find_shared() -> Path | None:
-    env = os.environ.get("ARMILLARY_SHARED")
-    if env:
-        return Path(env)
-    for anc in _here.parents:
-        for cand in (anc / "shared", anc.parent / "shared"):
-            if (cand / "assets" / "catalog.json").is_file():
-                return cand
-    return None
+    assets = shared_assets_dir(_here)
+    return assets.parent if assets is not None else None
 
 
 SHARED = _find_shared()
