@@ -21,6 +21,7 @@ from .sim.enums import Axis, BodyFlags, GeoType, JointTargetMode, JointType, Par
 _LAZY = {name: "armillary.sim" for name in ("ModelBuilder", "Model", "State", "Control", "Contacts", "Mesh",
                                              "Heightfield")}
 _LAZY["CollisionPipeline"] = "armillary.geometry"
+_LAZY["eval_rigid_contact_kinematics"] = "armillary.geometry.contact_kinematics"
 _LAZY.update({name: "armillary.sim.kinematics" for name in ("eval_fk", "eval_ik", "eval_mimic")})
 _LAZY.update({name: "armillary.sim.dynamics" for name in ("eval_mass_matrix", "eval_inverse_dynamics_passive",
                                                           "eval_inverse_dynamics_force", "eval_jacobian")})

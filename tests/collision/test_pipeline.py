@@ -206,16 +206,17 @@ def test_unsupported_pairs_and_options_raise():
     b = newton.ModelBuilder()
     b.add_ground_plane()
     body = b.add_body()
-    b.add_shape_cylinder(body, radius=0.2, half_height=0.3)
+    b.add_shape_mesh(body, mesh=newton.Mesh.create_box(0.2, 0.2, 0.2))
+    b.add_shape_mesh(b.add_body(), mesh=newton.Mesh.create_box(0.2, 0.2, 0.2))
     m = b.finalize(device="cpu")
-    with pytest.raises(NotImplementedError, match="PLANE-CYLINDER"):
+    with pytest.raises(NotImplementedError, match="MESH-MESH"):
         newton.CollisionPipeline(m)
     b = newton.ModelBuilder()
     body = b.add_body()
     b.add_shape_sphere(body, radius=0.2)
     m = b.finalize(device="cpu")
-    with pytest.raises(NotImplementedError, match="contact_matching"):
-        newton.CollisionPipeline(m, contact_matching="latest")
+    with pytest.raises(ValueError, match="contact_matching"):
+        newton.CollisionPipeline(m, contact_matching="newest")
     with pytest.raises(ValueError):
         newton.CollisionPipeline(m, contact_report=True)
     with pytest.raises(ValueError):

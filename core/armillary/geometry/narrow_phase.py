@@ -1,10 +1,22 @@
-"""Narrow phase for primitive pairs (plane, sphere, capsule, box) and soft particle-shape contacts.
+"""Narrow phase: analytic primitive pairs, GJK/MPR convex pairs, triangle meshes, heightfields,
+and soft particle-shape contacts.
 
 One kernel walks the candidate pairs (grid-stride, so the launch size does not depend on
-the device-side pair count), orders each pair by (geometry type, shape index), runs the
-analytic routine of :mod:`.primitives` and appends contacts through :func:`emit`, which
-applies the margin/gap admission test ``d <= g`` (``d`` measured between margin-shifted
-surfaces, ``g = gap_a + gap_b``, or the speculative ``max(g, min(v dt, e_max))``).
+the device-side pair count), orders each pair by (geometry type, shape index) and routes it:
+
+* PLANE / SPHERE / CAPSULE / BOX among themselves: the analytic routines of :mod:`.primitives`;
+* other convex pairs (ELLIPSOID, CYLINDER incl. barrel, CONE, CONVEX_MESH with any convex
+  type): GJK distance / MPR penetration and a clipped multi-point manifold (:mod:`.convex`),
+  at most :data:`CONVEX_MANIFOLD_MAX` contacts; PLANE against them: support feature along the
+  plane normal;
+* MESH against convex shapes: BVH query (``wp.mesh_query_aabb``) and the convex route per
+  overlapping triangle, with back-face culling (CCW winding) and internal-edge handling
+  (:mod:`.mesh_collision`); PLANE-MESH: one contact per mesh vertex in range;
+* HFIELD against convex shapes: the two CCW triangles of every grid cell under the shape's box.
+
+Contacts are appended through :func:`emit`, which applies the margin/gap admission test
+``d <= g`` (``d`` measured between margin-shifted surfaces, ``g = gap_a + gap_b``, or the
+speculative ``max(g, min(v dt, e_max))``).
 """
 
 from __future__ import annotations
@@ -31,11 +43,20 @@ from .primitives import (
     any_perpendicular,
     vec4f,
 )
+from .convex import convex_distance, convex_manifold, mat163, select4, to2d, vec16f
+from .mesh_collision import GeoBuffers, build_geo_buffers, hf_point, local_aabb, tri_geo, world_aabb
+from .support import ConvexGeo, core_radius, shape_center, support_feature, support_world
 
 PLANE = wp.constant(int(GeoType.PLANE))
 SPHERE = wp.constant(int(GeoType.SPHERE))
 CAPSULE = wp.constant(int(GeoType.CAPSULE))
 BOX = wp.constant(int(GeoType.BOX))
+ELLIPSOID = wp.constant(int(GeoType.ELLIPSOID))
+CYLINDER = wp.constant(int(GeoType.CYLINDER))
+CONE = wp.constant(int(GeoType.CONE))
+CONVEX_MESH = wp.constant(int(GeoType.CONVEX_MESH))
+MESH = wp.constant(int(GeoType.MESH))
+HFIELD = wp.constant(int(GeoType.HFIELD))
 COLLIDE_PARTICLES = wp.constant(int(ShapeFlags.COLLIDE_PARTICLES))
 
 #: geometry types handled by the narrow phase (every pair among them except plane-plane)
@@ -52,6 +73,42 @@ PAIR_MAX_CONTACTS = {
     (int(GeoType.CAPSULE), int(GeoType.BOX)): 5,
     (int(GeoType.BOX), int(GeoType.BOX)): 5,
 }
+#: convex types handled by GJK/MPR (with PLANE as a half-space)
+CONVEX_TYPES = (int(GeoType.SPHERE), int(GeoType.CAPSULE), int(GeoType.ELLIPSOID), int(GeoType.CYLINDER),
+                int(GeoType.BOX), int(GeoType.CONE), int(GeoType.CONVEX_MESH))  # fmt: skip
+
+
+def _table_bound(x: int, y: int) -> int:
+    lo, hi = min(x, y), max(x, y)
+    if lo == int(GeoType.SPHERE) or lo == int(GeoType.ELLIPSOID) or hi == int(GeoType.ELLIPSOID):
+        return 1
+    if lo == int(GeoType.PLANE):
+        return {int(GeoType.CYLINDER): 4, int(GeoType.BOX): 4, int(GeoType.CAPSULE): 2}.get(hi, 5)
+    if lo == int(GeoType.CAPSULE) and hi == int(GeoType.CAPSULE):
+        return 2
+    return 5
+
+
+for _x in (int(GeoType.PLANE),) + CONVEX_TYPES:
+    for _y in CONVEX_TYPES:
+        if _x <= _y and (_x, _y) not in PAIR_MAX_CONTACTS:
+            PAIR_MAX_CONTACTS[(_x, _y)] = _table_bound(_x, _y)
+
+#: triangle-mesh and heightfield pairs (per-triangle convex route, unreduced): sizing estimate per pair
+MESH_PAIR_ESTIMATE = 40
+for _y in CONVEX_TYPES:
+    PAIR_MAX_CONTACTS[tuple(sorted((int(GeoType.MESH), _y)))] = MESH_PAIR_ESTIMATE
+    PAIR_MAX_CONTACTS[(int(GeoType.HFIELD), _y)] = MESH_PAIR_ESTIMATE
+PAIR_MAX_CONTACTS[(int(GeoType.PLANE), int(GeoType.MESH))] = MESH_PAIR_ESTIMATE
+
+#: contacts emitted at most per generic convex pair (exact contact + 3 manifold points)
+CONVEX_MANIFOLD_MAX = 4
+
+
+def convex_mesh_buffers(model):
+    """Geometry buffers of the model's convex meshes, triangle meshes and heightfields (a 1-tuple
+    holding a :class:`.mesh_collision.GeoBuffers`), built once per model."""
+    return build_geo_buffers(model)
 
 
 @wp.struct
@@ -270,6 +327,254 @@ def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp
 
 
 @wp.func
+def make_geo(t: int, X: wp.transform, sc: wp.vec3, s: int, vstart: wp.array(dtype=int), vcount: wp.array(dtype=int)):
+    g = ConvexGeo()
+    g.t = t
+    g.X = X
+    g.s = sc
+    g.vstart = vstart[s]
+    g.vcount = vcount[s]
+    return g
+
+
+@wp.func(inline=False)
+def emit_selected(ctx: PairCtx, out: ContactOut, PA: mat163, PB: mat163, cnt: int, n: wp.vec3, limit: float,
+                  plane_X: wp.transform, plane_scale: wp.vec3, check_plane: int, swap: int, sub_base: int, rA: float,
+                  rB: float):  # fmt: skip
+    """Reduce candidates (entry 0 = exact contact) to <= 4 spread points and emit them.
+
+    Surface points of spheres / capsules (core radius ``rA`` / ``rB``) are stored at the core
+    (center / axis) with the radius as effective radius, like the analytic routines."""
+    u = any_perpendicular(n)
+    v = wp.cross(n, u)
+    P2 = mat163()
+    D = vec16f()
+    scale = float(0.0)
+    for i in range(cnt):
+        P2[i] = to2d(PA[i], PA[0], u, v)
+        D[i] = wp.dot(n, PB[i] - PA[i])
+        scale = wp.max(scale, wp.length(P2[i]))
+    sel, k = select4(P2, D, cnt, limit, 1.0e-4 * scale + 1.0e-7)
+    for j in range(k):
+        i = int(sel[j])
+        if D[i] <= limit:
+            if check_plane == 0 or in_plane_bounds(plane_X, plane_scale, PA[i]):
+                sub = wp.min(sub_base + j, 255)
+                ca = PA[i] - rA * n
+                cb = PB[i] + rB * n
+                if swap != 0:
+                    emit(ctx, out, cb, ca, -n, rB, rA, sub)
+                else:
+                    emit(ctx, out, ca, cb, n, rA, rB, sub)
+
+
+@wp.func(inline=False)
+def collide_convex_emit(ctx: PairCtx, out: ContactOut, gA: ConvexGeo, gB: ConvexGeo,
+                        verts: wp.array(dtype=wp.vec3), limit: float):  # fmt: skip
+    d, n, pa, pb = convex_distance(gA, gB, verts)
+    if d > limit:
+        return
+    PA, PB, cnt = convex_manifold(gA, gB, verts, n, pa, pb, limit)
+    emit_selected(ctx, out, PA, PB, cnt, n, limit, wp.transform_identity(), wp.vec3(0.0), 0, 0, 0, core_radius(gA),
+                  core_radius(gB))
+
+
+@wp.func(inline=False)
+def collide_plane_convex_emit(ctx: PairCtx, out: ContactOut, XP: wp.transform, sP: wp.vec3, gB: ConvexGeo,
+                              verts: wp.array(dtype=wp.vec3), limit: float):  # fmt: skip
+    pn = wp.quat_rotate(wp.transform_get_rotation(XP), wp.vec3(0.0, 0.0, 1.0))
+    pp = wp.transform_get_translation(XP)
+    sp = support_world(gB, verts, -pn, 0)
+    d0 = wp.dot(sp - pp, pn)
+    if d0 > limit:
+        return
+    PA = mat163()
+    PB = mat163()
+    PA[0] = sp - d0 * pn
+    PB[0] = sp
+    cnt = int(1)
+    F, m = support_feature(gB, verts, -pn)
+    if m >= 2:
+        for i in range(m):
+            di = wp.dot(F[i] - pp, pn)
+            PA[cnt] = F[i] - di * pn
+            PB[cnt] = F[i]
+            cnt += 1
+    emit_selected(ctx, out, PA, PB, cnt, pn, limit, XP, sP, 1, 0, 0, 0.0, core_radius(gB))
+
+
+@wp.func
+def tri_bary(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3):
+    e1 = b - a
+    e2 = c - a
+    r = p - a
+    d11 = wp.dot(e1, e1)
+    d12 = wp.dot(e1, e2)
+    d22 = wp.dot(e2, e2)
+    den = d11 * d22 - d12 * d12
+    if den <= 0.0:
+        return wp.vec3(-1.0)
+    l1 = (d22 * wp.dot(r, e1) - d12 * wp.dot(r, e2)) / den
+    l2 = (d11 * wp.dot(r, e2) - d12 * wp.dot(r, e1)) / den
+    return wp.vec3(1.0 - l1 - l2, l1, l2)
+
+
+@wp.func(inline=False)
+def triangle_emit(ctx: PairCtx, out: ContactOut, gT: ConvexGeo, gO: ConvexGeo, verts: wp.array(dtype=wp.vec3),
+                  limit: float, swap: int, sub_base: int, edge_flags: int):  # fmt: skip
+    """One triangle (world normal from CCW winding) against a convex shape, with back-face culling.
+
+    A contact whose normal points to the back side, or whose triangle witness lies on an
+    internal (flat, ``edge_flags`` bit clear) edge with a normal off the face normal, is
+    replaced by the face contact (normal = face normal) when the shape's deepest point
+    projects into the triangle, and dropped otherwise.
+    """
+    w0 = wp.transform_point(gT.X, gT.p0)
+    nt = wp.cross(wp.transform_vector(gT.X, gT.p1 - gT.p0), wp.transform_vector(gT.X, gT.p2 - gT.p0))
+    if wp.dot(shape_center(gO, verts) - w0, nt) < 0.0:
+        return  # back-face culling: the shape's center is behind the face
+    d, n, pa, pb = convex_distance(gT, gO, verts)
+    if d > limit:
+        return
+    ntu = wp.normalize(nt)
+    w1 = wp.transform_point(gT.X, gT.p1)
+    w2 = wp.transform_point(gT.X, gT.p2)
+    face = int(0)
+    if wp.dot(n, ntu) < 0.0:
+        face = 1
+    elif wp.dot(n, ntu) < 1.0 - 1.0e-5 and edge_flags != 7:
+        l = tri_bary(pa, w0, w1, w2)
+        eps = 1.0e-4
+        # edge e joins vertices e and e+1; it is opposite vertex e+2
+        on0 = l[2] <= eps
+        on1 = l[0] <= eps
+        on2 = l[1] <= eps
+        real = (on0 and (edge_flags & 1) != 0) or (on1 and (edge_flags & 2) != 0) or (
+            on2 and (edge_flags & 4) != 0)
+        if (on0 or on1 or on2) and not real:
+            face = 1
+    if face != 0:
+        # the contact would cross the back side or an internal edge: use the face contact when
+        # the shape's deepest point along -normal projects into this triangle (else a neighbour has it)
+        sp = support_world(gO, verts, -ntu, 0)
+        d = wp.dot(sp - w0, ntu)
+        if d > limit:
+            return
+        pa = sp - d * ntu
+        l = tri_bary(pa, w0, w1, w2)
+        if l[0] < -1.0e-6 or l[1] < -1.0e-6 or l[2] < -1.0e-6:
+            return
+        n = ntu
+        pb = sp
+    PA, PB, cnt = convex_manifold(gT, gO, verts, n, pa, pb, limit)
+    emit_selected(ctx, out, PA, PB, cnt, n, limit, wp.transform_identity(), wp.vec3(0.0), 0, swap, sub_base, 0.0,
+                  core_radius(gO))
+
+
+@wp.func
+def collide_mesh_convex_emit(ctx: PairCtx, out: ContactOut, XM: wp.transform, sM: wp.vec3, shape: int,
+                             gO: ConvexGeo, geo: GeoBuffers, limit: float, swap: int):  # fmt: skip
+    mesh_id = geo.mesh_id[shape]
+    lo, hi = world_aabb(gO, geo.verts, limit)
+    llo, lhi = local_aabb(XM, sM, lo, hi)
+    mesh = wp.mesh_get(mesh_id)
+    q = wp.mesh_query_aabb(mesh_id, llo, lhi)
+    f = int(0)
+    while wp.mesh_query_aabb_next(q, f):
+        p0 = wp.cw_mul(mesh.points[mesh.indices[3 * f]], sM)
+        p1 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 1]], sM)
+        p2 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 2]], sM)
+        if sM[0] * sM[1] * sM[2] < 0.0:
+            tmp = p1
+            p1 = p2
+            p2 = tmp
+        fl = geo.tri_flags[geo.tri_start[shape] + f]
+        if sM[0] * sM[1] * sM[2] < 0.0:
+            # mirrored mesh: the swapped winding exchanges edges 0 (v0 v1) and 2 (v2 v0)
+            fl = (fl & 2) | ((fl & 1) << 2) | ((fl & 4) >> 2)
+        triangle_emit(ctx, out, tri_geo(XM, p0, p1, p2), gO, geo.verts, limit, swap, 4 * f, fl)
+
+
+@wp.func
+def hf_tri_normal(geo: GeoBuffers, shape: int, s: wp.vec3, i: int, j: int, k: int):
+    """Unit normal of triangle k of cell (i, j); zero outside the grid."""
+    dims = geo.hf_dims[shape]
+    if i < 0 or j < 0 or i > int(dims[0]) - 2 or j > int(dims[1]) - 2:
+        return wp.vec3(0.0)
+    a = hf_point(geo, shape, s, i, j)
+    c = hf_point(geo, shape, s, i + 1, j + 1)
+    if k == 0:
+        return wp.normalize(wp.cross(hf_point(geo, shape, s, i, j + 1) - a, c - a))
+    return wp.normalize(wp.cross(c - a, hf_point(geo, shape, s, i + 1, j) - a))
+
+
+@wp.func
+def feature_bit(n: wp.vec3, m: wp.vec3, bit: int):
+    if wp.dot(n, m) < 0.9998:
+        return bit
+    return 0
+
+
+@wp.func
+def hf_edge_flags(geo: GeoBuffers, shape: int, s: wp.vec3, i: int, j: int, k: int):
+    """Feature-edge bits of cell triangle k (edge e joins its vertices e and e+1): an edge is
+    internal when the triangle across it (same cell or neighbour cell) is coplanar."""
+    n = hf_tri_normal(geo, shape, s, i, j, k)
+    if k == 0:
+        # (a, b, c): ab borders cell (i-1, j) tri 1, bc borders cell (i, j+1) tri 1, ca the diagonal
+        return feature_bit(n, hf_tri_normal(geo, shape, s, i - 1, j, 1), 1) | feature_bit(
+            n, hf_tri_normal(geo, shape, s, i, j + 1, 1), 2) | feature_bit(n, hf_tri_normal(geo, shape, s, i, j, 1), 4)
+    # (a, c, d): ac the diagonal, cd borders cell (i+1, j) tri 0, da borders cell (i, j-1) tri 0
+    return feature_bit(n, hf_tri_normal(geo, shape, s, i, j, 0), 1) | feature_bit(
+        n, hf_tri_normal(geo, shape, s, i + 1, j, 0), 2) | feature_bit(n, hf_tri_normal(geo, shape, s, i, j - 1, 0), 4)
+
+
+@wp.func
+def collide_hfield_convex_emit(ctx: PairCtx, out: ContactOut, XH: wp.transform, sH: wp.vec3, shape: int,
+                               gO: ConvexGeo, geo: GeoBuffers, limit: float):  # fmt: skip
+    lo, hi = world_aabb(gO, geo.verts, limit)
+    llo, lhi = local_aabb(XH, sH, lo, hi)
+    dims = geo.hf_dims[shape]
+    nrow = int(dims[0])
+    ncol = int(dims[1])
+    dx = 2.0 * dims[2] / float(ncol - 1)
+    dy = 2.0 * dims[3] / float(nrow - 1)
+    j0 = wp.max(int(wp.floor((llo[0] + dims[2]) / dx)), 0)
+    j1 = wp.min(int(wp.floor((lhi[0] + dims[2]) / dx)), ncol - 2)
+    i0 = wp.max(int(wp.floor((llo[1] + dims[3]) / dy)), 0)
+    i1 = wp.min(int(wp.floor((lhi[1] + dims[3]) / dy)), nrow - 2)
+    for i in range(i0, i1 + 1):
+        for j in range(j0, j1 + 1):
+            a = hf_point(geo, shape, sH, i, j)
+            b = hf_point(geo, shape, sH, i, j + 1)
+            c = hf_point(geo, shape, sH, i + 1, j + 1)
+            d = hf_point(geo, shape, sH, i + 1, j)
+            cell = (i * (ncol - 1) + j) * 8
+            for k in range(2):
+                fl = hf_edge_flags(geo, shape, sH, i, j, k)
+                if k == 0:
+                    triangle_emit(ctx, out, tri_geo(XH, a, b, c), gO, geo.verts, limit, 0, cell, fl)
+                else:
+                    triangle_emit(ctx, out, tri_geo(XH, a, c, d), gO, geo.verts, limit, 0, cell + 4, fl)
+
+
+@wp.func
+def collide_plane_mesh_emit(ctx: PairCtx, out: ContactOut, XP: wp.transform, sP: wp.vec3, XM: wp.transform,
+                            sM: wp.vec3, mesh_id: wp.uint64, limit: float):  # fmt: skip
+    """One contact per mesh vertex within the detection range of the plane."""
+    pn = wp.quat_rotate(wp.transform_get_rotation(XP), wp.vec3(0.0, 0.0, 1.0))
+    pp = wp.transform_get_translation(XP)
+    mesh = wp.mesh_get(mesh_id)
+    for k in range(mesh.points.shape[0]):
+        v = wp.transform_point(XM, wp.cw_mul(mesh.points[k], sM))
+        d = wp.dot(v - pp, pn)
+        if d <= limit:
+            pa = v - d * pn
+            if in_plane_bounds(XP, sP, pa):
+                emit(ctx, out, pa, v, pn, 0.0, 0.0, wp.min(k, 255))
+
+
+@wp.func
 def shape_body_xform(body: int, body_q: wp.array(dtype=wp.transform)):
     if body >= 0:
         return body_q[body]
@@ -294,6 +599,7 @@ def narrow_phase_kernel(
     emax: float,
     out: ContactOut,
     stride: int,
+    geo: GeoBuffers,
 ):
     tid = wp.tid()
     n_pairs = wp.min(pair_count[0], pairs.shape[0])
@@ -349,7 +655,26 @@ def narrow_phase_kernel(
         sB = shape_scale[b]
         cA = wp.transform_get_translation(XA)
         cB = wp.transform_get_translation(XB)
-        if ta == PLANE:
+        basic = (ta == PLANE or ta == SPHERE or ta == CAPSULE or ta == BOX) and (
+            tb == SPHERE or tb == CAPSULE or tb == BOX)
+        if not basic:
+            verts = geo.verts
+            gB = make_geo(tb, XB, sB, b, geo.vstart, geo.vcount)
+            gA = make_geo(ta, XA, sA, a, geo.vstart, geo.vcount)
+            if tb == MESH:
+                if ta == PLANE:
+                    collide_plane_mesh_emit(ctx, out, XA, sA, XB, sB, geo.mesh_id[b], limit)
+                else:
+                    collide_mesh_convex_emit(ctx, out, XB, sB, b, gA, geo, limit, 1)
+            elif ta == MESH:
+                collide_mesh_convex_emit(ctx, out, XA, sA, a, gB, geo, limit, 0)
+            elif ta == HFIELD:
+                collide_hfield_convex_emit(ctx, out, XA, sA, a, gB, geo, limit)
+            elif ta == PLANE:
+                collide_plane_convex_emit(ctx, out, XA, sA, gB, verts, limit)
+            else:
+                collide_convex_emit(ctx, out, gA, gB, verts, limit)
+        elif ta == PLANE:
             if tb == SPHERE:
                 plane_point(XA, sA, cB, sB[0], ctx, out, 0)
             elif tb == CAPSULE:

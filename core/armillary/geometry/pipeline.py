@@ -3,7 +3,10 @@
 Launches per :meth:`CollisionPipeline.collide` call: one AABB kernel (which also resets
 the counters), the broad phase (1 launch; SAP: 2 + sort), the narrow phase (1), the soft
 contact kernel when the model has particles and particle-colliding shapes (1), and with
-``deterministic=True`` a radix sort plus one gather kernel. Nothing syncs with the host,
+``deterministic=True`` a radix sort plus one gather kernel; with contact matching
+(:mod:`.matching`, implies ``deterministic``) 3 more (sticky: 4), plus a scan and 2 kernels
+for contact reports; with ``requires_grad`` one recorded launch filling the deprecated
+``rigid_contact_diff_*`` outputs (:mod:`.contact_kinematics`). Nothing syncs with the host,
 so ``collide`` can be captured in a CUDA graph once the pipeline and its contacts exist.
 """
 
@@ -21,10 +24,13 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 from ..sim.contacts import Contacts
 from ..sim.enums import GeoType, ShapeFlags
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP, grid_dim
+from .contact_kinematics import contact_kinematics_kernel
+from .matching import ContactMatcher
 from .narrow_phase import (
     PAIR_MAX_CONTACTS,
     SUPPORTED_TYPES,
     ContactOut,
+    convex_mesh_buffers,
     narrow_phase_kernel,
     soft_contact_kernel,
 )
@@ -151,11 +157,14 @@ def _type_name(t: int) -> str:
 class CollisionPipeline:
     """Rigid (shape-shape) and soft (particle-shape) contact generation for a :class:`Model`.
 
-    Handles every pair among PLANE, SPHERE, CAPSULE and BOX shapes (plane-plane pairs are
-    static-static and never collide); constructing a pipeline for a model whose candidate
-    pairs include other geometry types raises :class:`NotImplementedError` naming the pair.
-    Soft contacts are generated for particles against particle-colliding shapes of the same
-    types.
+    Rigid pairs: analytic routines for PLANE, SPHERE, CAPSULE and BOX; GJK (separated) and
+    MPR with refinement (overlapping) for every other pair among SPHERE, CAPSULE, ELLIPSOID,
+    CYLINDER (incl. barrel), BOX, CONE and CONVEX_MESH and against PLANE, with clipped face
+    manifolds (up to 4 points); triangle MESH and HFIELD against all of those through a BVH /
+    the grid, with back-face culling (CCW winding). Plane-plane pairs are static-static and never
+    collide. Mesh-mesh, mesh-heightfield, plane-heightfield, SDF and hydroelastic pairs raise
+    :class:`NotImplementedError` naming the pair at construction. Soft contacts are generated
+    for particles against PLANE, SPHERE, CAPSULE and BOX shapes (other types raise likewise).
     """
 
     @dataclasses.dataclass
@@ -211,8 +220,6 @@ class CollisionPipeline:
                              "'latest' or 'sticky'")  # fmt: skip
         if contact_report and contact_matching == "disabled":
             raise ValueError("CollisionPipeline: contact_report=True requires a non-disabled contact_matching mode")
-        if contact_matching != "disabled":
-            raise NotImplementedError(f"CollisionPipeline: contact_matching={contact_matching!r} is not implemented yet")
         # reduce_contacts / max_triangle_pairs / hashtable factor / dynamic_shape_scale only concern
         # mesh, heightfield and SDF routes; with primitive pairs only they have nothing to act on.
         self.reduce_contacts = bool(reduce_contacts)
@@ -220,7 +227,7 @@ class CollisionPipeline:
         self.contact_reduction_hashtable_size_factor = float(contact_reduction_hashtable_size_factor)
         self.dynamic_shape_scale = bool(dynamic_shape_scale)
         self.verify_buffers = bool(verify_buffers)
-        self.deterministic = bool(deterministic)
+        self.deterministic = bool(deterministic) or contact_matching != "disabled"  # matching implies it
         self.contact_matching = contact_matching
         self.contact_matching_pos_threshold = float(contact_matching_pos_threshold)
         self.contact_matching_normal_dot_threshold = float(contact_matching_normal_dot_threshold)
@@ -358,10 +365,18 @@ class CollisionPipeline:
                 self._scratch.sort_value = self._sort_value
                 self._key_fill = (1 << (2 * self._key_shift + 8)) - 1
                 self._sort_bits = 2 * self._key_shift + 8
+            self._matcher = None
+            if self.contact_matching != "disabled":
+                self._matcher = ContactMatcher(model, self.rigid_contact_max, self.contact_matching,
+                                               self.contact_matching_pos_threshold,
+                                               self.contact_matching_normal_dot_threshold, self.contact_report, dev)
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _check_pairs(pairs_np, types, model):
+        # geometry buffers (convex-mesh vertices, triangle BVHs, heightfields): validated and built
+        # once here, so that collide() does no host work and stays graph-capturable
+        convex_mesh_buffers(model)
         if not len(pairs_np):
             return
         ta = types[pairs_np[:, 0]]
@@ -376,7 +391,7 @@ class CollisionPipeline:
             raise NotImplementedError(
                 f"CollisionPipeline: narrow phase for {_type_name(lo[k])}-{_type_name(hi[k])} pairs "
                 f"(shapes {a} and {b}) is not implemented yet; supported: every pair among PLANE, SPHERE, "
-                "CAPSULE and BOX except PLANE-PLANE")
+                "CAPSULE, ELLIPSOID, CYLINDER, BOX, CONE and CONVEX_MESH except PLANE-PLANE")
 
     def _alloc_out(self, cap: int) -> ContactOut:
         o = ContactOut()
@@ -420,7 +435,9 @@ class CollisionPipeline:
     def contacts(self) -> Contacts:
         """A new :class:`Contacts` buffer sized for this pipeline."""
         c = Contacts(self.rigid_contact_max, self.soft_contact_max, requires_grad=self.requires_grad,
-                     device=self.device)  # fmt: skip
+                     device=self.device, contact_matching=self.contact_matching != "disabled",
+                     contact_report=self.contact_report)  # fmt: skip
+        c._contact_matching_mode = self.contact_matching
         init = getattr(self.model, "_init_custom_contacts", None)
         if init is not None:
             init(c)
@@ -490,7 +507,7 @@ class CollisionPipeline:
             wp.launch(narrow_phase_kernel, dim=ndim,
                       inputs=[self._candidates, self._counters, model.shape_type, model.shape_body, self._shape_X,
                               model.shape_scale, model.shape_margin, model.shape_gap, body_q, body_qd,
-                              self._body_com, spec_i, dtv, emax, out, ndim],
+                              self._body_com, spec_i, dtv, emax, out, ndim, *convex_mesh_buffers(model)],
                       device=dev, record_tape=False)  # fmt: skip
         if self.deterministic:
             cap = self._scratch.capacity
@@ -499,6 +516,20 @@ class CollisionPipeline:
             gdim = grid_dim(dev, cap)
             wp.launch(_gather_kernel, dim=gdim, inputs=[self._scratch, self._sort_value, dst, gdim], device=dev,
                       record_tape=False)  # fmt: skip
+        if self._matcher is not None:
+            self._matcher.run(model, contacts, body_q)
+        contacts._contact_matching_mode = self.contact_matching
+        if self.requires_grad and contacts._rigid_contact_diff_distance is not None and contacts.rigid_contact_max:
+            # deprecated outputs, recorded on the tape (see eval_rigid_contact_kinematics)
+            wp.launch(contact_kinematics_kernel, dim=contacts.rigid_contact_max,
+                      inputs=[contacts.rigid_contact_count, contacts.rigid_contact_shape0,
+                              contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
+                              contacts.rigid_contact_point1, contacts.rigid_contact_normal,
+                              contacts.rigid_contact_margin0, contacts.rigid_contact_margin1, model.shape_body,
+                              body_q],
+                      outputs=[contacts._rigid_contact_diff_distance, contacts._rigid_contact_diff_point0_world,
+                               contacts._rigid_contact_diff_point1_world],
+                      device=dev)  # fmt: skip
         if self.soft_contact_pair_count and contacts.soft_contact_max > 0:
             sdim = grid_dim(dev, self.soft_contact_pair_count)
             wp.launch(soft_contact_kernel, dim=sdim,
@@ -511,3 +542,12 @@ class CollisionPipeline:
                               contacts.soft_contact_body_vel, contacts.soft_contact_normal, contacts.soft_contact_tids,
                               sdim],
                       device=dev)  # fmt: skip
+
+    def reset_contact_matching(self, world_mask=None) -> None:
+        """Clear all previous-frame contact history now, or, with ``world_mask`` (a 1-D ``wp.bool``
+        array of ``model.world_count + 1`` entries on the model device, the last entry selecting
+        global shapes), drop at the next :meth:`collide` the history of every contact with a shape
+        in a selected world; masked
+        selections accumulate until that call consumes them. No-op without contact matching."""
+        if self._matcher is not None:
+            self._matcher.reset(world_mask)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import warp as wp
 
 
@@ -32,6 +34,16 @@ class Contacts:
     ``soft_contact_indices`` (vec3i, -1 padded), ``soft_contact_barycentric``,
     ``soft_contact_body_pos``, ``soft_contact_body_vel``, ``soft_contact_normal`` (vec3),
     ``soft_contact_tids`` (int32); ``soft_contact_count`` is a one-element int32 array.
+
+    ``soft_contact_body_vel`` is the surface velocity of the shape in its body frame on top of the
+    rigid body motion (zero for rigid primitives); solvers add the body's own velocity at
+    ``soft_contact_body_pos`` themselves.
+
+    With ``requires_grad=True`` the deprecated ``rigid_contact_diff_distance`` /
+    ``rigid_contact_diff_point0_world`` / ``rigid_contact_diff_point1_world`` outputs are also
+    allocated (the pipeline fills them when it has ``requires_grad=True``) and
+    ``rigid_contact_diff_normal`` aliases ``rigid_contact_normal``; new code should call
+    :func:`armillary.eval_rigid_contact_kinematics` instead.
     """
 
     EXTENDED_ATTRIBUTES = frozenset({"force"})
@@ -67,6 +79,7 @@ class Contacts:
         self.clear_buffers = clear_buffers
         self.contact_matching = contact_matching
         self.contact_report = contact_report
+        self._contact_matching_mode = "disabled"
         nr, ns, d, g = rigid_contact_max, soft_contact_max, self.device, self.requires_grad
 
         def full(n, value, dtype):
@@ -95,6 +108,10 @@ class Contacts:
             self.rigid_contact_new_count = wp.zeros(1, dtype=wp.int32) if contact_report else None
             self.rigid_contact_broken_indices = wp.zeros(nr, dtype=wp.int32) if contact_report else None
             self.rigid_contact_broken_count = wp.zeros(1, dtype=wp.int32) if contact_report else None
+            # deprecated differentiable rigid outputs (see eval_rigid_contact_kinematics)
+            self._rigid_contact_diff_distance = wp.zeros(nr, dtype=wp.float32, requires_grad=True) if g else None
+            self._rigid_contact_diff_point0_world = wp.zeros(nr, dtype=wp.vec3, requires_grad=True) if g else None
+            self._rigid_contact_diff_point1_world = wp.zeros(nr, dtype=wp.vec3, requires_grad=True) if g else None
             # soft
             self.soft_contact_count = wp.zeros(1, dtype=wp.int32)
             self.soft_contact_particle = full(ns, -1, wp.int32)
@@ -113,7 +130,42 @@ class Contacts:
 
     @property
     def contact_matching_mode(self) -> str:
-        return "enabled" if self.contact_matching else "disabled"
+        """Matching mode (``"disabled"``, ``"latest"`` or ``"sticky"``) of the pipeline that last
+        allocated or filled this buffer; ``"disabled"`` for a directly constructed buffer."""
+        return self._contact_matching_mode
+
+    @staticmethod
+    def _deprecated(name: str, instead: str) -> None:
+        warnings.warn(f"Contacts.{name} is deprecated and will be removed in a future release; {instead}",
+                      DeprecationWarning, stacklevel=3)  # fmt: skip
+
+    @property
+    def rigid_contact_diff_distance(self):
+        """Deprecated differentiable signed distance [m]; pass ``out_distance`` to
+        :func:`armillary.eval_rigid_contact_kinematics` instead."""
+        self._deprecated("rigid_contact_diff_distance",
+                         "pass out_distance to armillary.eval_rigid_contact_kinematics()")  # fmt: skip
+        return self._rigid_contact_diff_distance
+
+    @property
+    def rigid_contact_diff_point0_world(self):
+        """Deprecated differentiable world-space contact point on shape 0 [m]."""
+        self._deprecated("rigid_contact_diff_point0_world",
+                         "pass out_point0_world to armillary.eval_rigid_contact_kinematics()")  # fmt: skip
+        return self._rigid_contact_diff_point0_world
+
+    @property
+    def rigid_contact_diff_point1_world(self):
+        """Deprecated differentiable world-space contact point on shape 1 [m]."""
+        self._deprecated("rigid_contact_diff_point1_world",
+                         "pass out_point1_world to armillary.eval_rigid_contact_kinematics()")  # fmt: skip
+        return self._rigid_contact_diff_point1_world
+
+    @property
+    def rigid_contact_diff_normal(self):
+        """Deprecated alias of :attr:`rigid_contact_normal` (``None`` without ``requires_grad``)."""
+        self._deprecated("rigid_contact_diff_normal", "use Contacts.rigid_contact_normal")
+        return self.rigid_contact_normal if self.requires_grad else None
 
     def clear(self, bump_generation: bool = True) -> None:
         """Reset the contact counts (and, with ``clear_buffers``, the per-contact arrays)."""

@@ -1,0 +1,188 @@
+"""Triangle-mesh and heightfield helpers: per-shape buffers, BVH query boxes and triangle
+extraction for the per-triangle convex (GJK/MPR) route of :mod:`.narrow_phase`.
+
+Triangle meshes are queried through a :class:`warp.Mesh` BVH built once per source mesh
+(unscaled local coordinates; the shape scale is applied to the query box and to the
+triangle vertices). Heightfield cells are enumerated from the query box over the regular
+grid, two CCW triangles per cell (normals toward local +z). Back-face culling: a triangle
+whose plane has the other shape's center behind it (against the CCW normal) produces no
+contact, nor does a contact whose normal points against the triangle normal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+wp.set_module_options({"enable_backward": False, "max_unroll": 1})
+
+from ..sim.enums import GeoType
+from .support import TRIANGLE, ConvexGeo, support_world
+
+
+@wp.struct
+class GeoBuffers:
+    verts: wp.array(dtype=wp.vec3)
+    vstart: wp.array(dtype=int)
+    vcount: wp.array(dtype=int)
+    mesh_id: wp.array(dtype=wp.uint64)
+    hf_data: wp.array(dtype=float)
+    hf_start: wp.array(dtype=int)
+    hf_dims: wp.array(dtype=wp.vec4)
+    tri_flags: wp.array(dtype=int)
+    tri_start: wp.array(dtype=int)
+
+
+#: cosine under which two triangles sharing an edge make it a real (feature) edge
+FLAT_EDGE_COS = 0.9998
+
+
+def triangle_edge_flags(vertices, indices) -> np.ndarray:
+    """Per triangle, bit e set when edge (v_e, v_e+1) is a feature edge (boundary, or the
+    neighbour triangle is not coplanar); internal edges of flat regions stay clear."""
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    f = np.asarray(indices, np.int64).reshape(-1, 3)
+    nt = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+    nt /= np.maximum(np.linalg.norm(nt, axis=1, keepdims=True), 1e-30)
+    owner = {}
+    for t, tri in enumerate(f):
+        for e in range(3):
+            a, b = int(tri[e]), int(tri[(e + 1) % 3])
+            owner.setdefault((min(a, b), max(a, b)), []).append(t)
+    flags = np.zeros(len(f), np.int32)
+    for t, tri in enumerate(f):
+        for e in range(3):
+            a, b = int(tri[e]), int(tri[(e + 1) % 3])
+            others = [o for o in owner[(min(a, b), max(a, b))] if o != t]
+            if not others or any(float(nt[t] @ nt[o]) < FLAT_EDGE_COS for o in others):
+                flags[t] |= 1 << e
+    return flags
+
+
+@wp.func
+def world_aabb(g: ConvexGeo, verts: wp.array(dtype=wp.vec3), pad: float):
+    lo = wp.vec3(0.0)
+    hi = wp.vec3(0.0)
+    for k in range(3):
+        e = wp.vec3(0.0)
+        e[k] = 1.0
+        hi[k] = support_world(g, verts, e, 0)[k] + pad
+        lo[k] = support_world(g, verts, -e, 0)[k] - pad
+    return lo, hi
+
+
+@wp.func
+def local_aabb(X: wp.transform, s: wp.vec3, lo: wp.vec3, hi: wp.vec3):
+    """Box of the world AABB [lo, hi] in the unscaled local frame of X with scale s."""
+    inv = wp.transform_inverse(X)
+    llo = wp.vec3(1.0e30)
+    lhi = wp.vec3(-1.0e30)
+    for k in range(8):
+        c = lo
+        if (k & 1) != 0:
+            c[0] = hi[0]
+        if (k & 2) != 0:
+            c[1] = hi[1]
+        if (k & 4) != 0:
+            c[2] = hi[2]
+        p = wp.transform_point(inv, c)
+        p = wp.vec3(p[0] / s[0], p[1] / s[1], p[2] / s[2])
+        llo = wp.min(llo, p)
+        lhi = wp.max(lhi, p)
+    # negative scales swap bounds per axis
+    return wp.min(llo, lhi), wp.max(llo, lhi)
+
+
+@wp.func
+def tri_geo(X: wp.transform, p0: wp.vec3, p1: wp.vec3, p2: wp.vec3):
+    g = ConvexGeo()
+    g.t = TRIANGLE
+    g.X = X
+    g.s = wp.vec3(1.0)
+    g.vstart = 0
+    g.vcount = 0
+    g.p0 = p0
+    g.p1 = p1
+    g.p2 = p2
+    return g
+
+
+@wp.func
+def hf_point(geo: GeoBuffers, shape: int, s: wp.vec3, i: int, j: int):
+    dims = geo.hf_dims[shape]
+    ncol = int(dims[1])
+    nrow = int(dims[0])
+    dx = 2.0 * dims[2] / float(ncol - 1)
+    dy = 2.0 * dims[3] / float(nrow - 1)
+    z = geo.hf_data[geo.hf_start[shape] + i * ncol + j]
+    return wp.vec3((-dims[2] + float(j) * dx) * s[0], (-dims[3] + float(i) * dy) * s[1], z * s[2])
+
+
+def build_geo_buffers(model):
+    """Per-model buffers (cached on the model): convex-mesh vertices, triangle-mesh BVHs,
+    heightfield samples."""
+    cached = getattr(model, "_armillary_geo_buffers", None)
+    if cached is not None:
+        return cached
+    n = int(model.shape_count)
+    dev = model.device
+    types = model.shape_type.numpy() if n else np.zeros(0, np.int32)
+    m = max(n, 1)
+    vstart = np.zeros(m, np.int32)
+    vcount = np.zeros(m, np.int32)
+    mesh_ids = np.zeros(m, np.uint64)
+    hf_start = np.zeros(m, np.int32)
+    hf_dims = np.zeros((m, 4), np.float32)
+    chunks, hchunks, fchunks = [], [], []
+    total = htotal = ftotal = 0
+    tri_start = np.zeros(m, np.int32)
+    fl_cache = {}
+    keep = []
+    bvh = {}
+    for s in range(n):
+        t = int(types[s])
+        src = model.shape_source[s] if s < len(model.shape_source) else None
+        if t == int(GeoType.CONVEX_MESH):
+            v = np.asarray(getattr(src, "vertices", np.zeros((0, 3))), dtype=np.float32).reshape(-1, 3)
+            if len(v) == 0:
+                raise ValueError(f"CollisionPipeline: convex mesh shape {s} has no vertices")
+            vstart[s], vcount[s] = total, len(v)
+            chunks.append(v)
+            total += len(v)
+        elif t == int(GeoType.MESH):
+            key = id(src)
+            if key not in bvh:
+                pts = wp.array(np.asarray(src.vertices, dtype=np.float32).reshape(-1, 3), dtype=wp.vec3, device=dev)
+                idx = wp.array(np.asarray(src.indices, dtype=np.int32).reshape(-1), dtype=wp.int32, device=dev)
+                bvh[key] = wp.Mesh(points=pts, indices=idx)
+                keep.append(bvh[key])
+            mesh_ids[s] = bvh[key].id
+            if key not in fl_cache:
+                fl_cache[key] = ftotal
+                fl = triangle_edge_flags(src.vertices, src.indices)
+                fchunks.append(fl)
+                ftotal += len(fl)
+            tri_start[s] = fl_cache[key]
+        elif t == int(GeoType.HFIELD):
+            d = np.asarray(src.data, dtype=np.float32).reshape(-1)
+            hf_start[s] = htotal
+            hf_dims[s] = (src.nrow, src.ncol, src.hx, src.hy)
+            hchunks.append(d)
+            htotal += len(d)
+    g = GeoBuffers()
+    g.verts = wp.array(np.concatenate(chunks) if chunks else np.zeros((1, 3), np.float32), dtype=wp.vec3, device=dev)
+    g.vstart = wp.array(vstart, dtype=int, device=dev)
+    g.vcount = wp.array(vcount, dtype=int, device=dev)
+    g.mesh_id = wp.array(mesh_ids, dtype=wp.uint64, device=dev)
+    g.hf_data = wp.array(np.concatenate(hchunks) if hchunks else np.zeros(1, np.float32), dtype=float, device=dev)
+    g.hf_start = wp.array(hf_start, dtype=int, device=dev)
+    g.hf_dims = wp.array(hf_dims, dtype=wp.vec4, device=dev)
+    g.tri_flags = wp.array(np.concatenate(fchunks) if fchunks else np.zeros(1, np.int32), dtype=int, device=dev)
+    g.tri_start = wp.array(tri_start, dtype=int, device=dev)
+    out = (g,)
+    try:
+        model._armillary_geo_buffers = out
+        model._armillary_geo_bvh = keep
+    except AttributeError:
+        pass
+    return out
