@@ -1,6 +1,6 @@
 """Import time of the largest URDF model of the shared corpus, next to newton's importer.
 
-Usage: ``python plugins/importer_urdf/benchmarks/bench_urdf_import.py [--repeat N] [--newton-python PATH]``
+Usage: ``python benchmarks/bench_urdf_import.py [--repeat N] [--newton-python PATH]``
 
 The largest model is the one with the most links (talos, 60 links). armillary is timed
 cold (first import, meshes loaded from disk) and warm (mesh cache filled). newton's
@@ -24,11 +24,12 @@ HERE = Path(__file__).resolve()
 
 
 def find_assets() -> Path:
-    for anc in HERE.parents:
-        for cand in (anc / "shared" / "assets", anc.parent / "shared" / "assets"):
-            if (cand / "catalog.json").is_file():
-                return cand
-    raise SystemExit("shared/assets not found")
+    from armillary.testing.assets import shared_assets_dir
+
+    assets = shared_assets_dir(HERE)
+    if assets is None:
+        raise SystemExit("shared/assets not found (set ARMILLARY_ASSETS)")
+    return assets
 
 
 def urdf_models_by_size(assets: Path) -> list[tuple[str, Path]]:

@@ -6,7 +6,7 @@ warm-up import (mesh files cached by the OS, modules imported). newton is timed 
 own interpreter (``--newton-python``, default: ``python`` of a ``newton`` install found on ``PATH``
 or ``/tmp/probe/bin/python``) and only when it is installed.
 
-Usage: ``python plugins/importer_mjcf/benchmarks/bench_mjcf_import.py [--repeat N] [--model PATH]``.
+Usage: ``python benchmarks/bench_mjcf_import.py [--repeat N] [--model PATH]``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import sys
 import time
 import warnings
 
-ASSETS = os.environ.get("ARMILLARY_ASSETS", os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "assets"))
+from armillary.testing.assets import shared_assets_dir
+
+ASSETS = str(shared_assets_dir(__file__) or "")
 
 _TIMER = r"""
 import sys, time, warnings
