@@ -14,9 +14,12 @@ from .primitives import (
     collide_capsule_capsule,
     collide_plane_box,
     collide_plane_capsule,
+    collide_plane_cylinder,
+    collide_plane_ellipsoid,
     collide_plane_sphere,
     collide_sphere_box,
     collide_sphere_capsule,
+    collide_sphere_cylinder,
     collide_sphere_sphere,
 )
 
@@ -31,8 +34,11 @@ __all__ = [
     "collide_capsule_capsule",
     "collide_plane_box",
     "collide_plane_capsule",
+    "collide_plane_cylinder",
+    "collide_plane_ellipsoid",
     "collide_plane_sphere",
     "collide_sphere_box",
     "collide_sphere_capsule",
+    "collide_sphere_cylinder",
     "collide_sphere_sphere",
 ]

@@ -61,6 +61,9 @@ COLLIDE_PARTICLES = wp.constant(int(ShapeFlags.COLLIDE_PARTICLES))
 
 #: geometry types handled by the narrow phase (every pair among them except plane-plane)
 SUPPORTED_TYPES = (int(GeoType.PLANE), int(GeoType.SPHERE), int(GeoType.CAPSULE), int(GeoType.BOX))
+#: shape types that generate soft (particle) contacts
+SOFT_CONTACT_TYPES = SUPPORTED_TYPES + (int(GeoType.ELLIPSOID), int(GeoType.CYLINDER), int(GeoType.CONE),
+                                        int(GeoType.CONVEX_MESH))
 #: per-pair contact upper bounds of the reference table for the supported pairs
 PAIR_MAX_CONTACTS = {
     (int(GeoType.PLANE), int(GeoType.SPHERE)): 1,
@@ -781,6 +784,7 @@ def soft_contact_kernel(
     shape_scale: wp.array(dtype=wp.vec3),
     body_q: wp.array(dtype=wp.transform),
     margin: float,
+    geo: GeoBuffers,
     count: wp.array(dtype=int),
     out_particle: wp.array(dtype=int),
     out_shape: wp.array(dtype=int),
@@ -833,6 +837,18 @@ def soft_contact_kernel(
                 nl = -n
             else:
                 nl = -n
+        elif t == ELLIPSOID or t == CYLINDER or t == CONE or t == CONVEX_MESH:
+            # the particle center as a point (zero-radius sphere) against the convex shape,
+            # both in the shape's local frame
+            gS = make_geo(t, wp.transform_identity(), sc, s, geo.vstart, geo.vcount)
+            gP = ConvexGeo()
+            gP.t = SPHERE
+            gP.X = wp.transform(lp, wp.quat_identity())
+            gP.s = wp.vec3(0.0)
+            sd, n, pa, pb = convex_distance(gS, gP, geo.verts)
+            d = sd
+            cl = pa
+            nl = n
         elif t == PLANE:
             inside = True
             if sc[0] > 0.0 and sc[1] > 0.0:

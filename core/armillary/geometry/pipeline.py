@@ -28,7 +28,7 @@ from .contact_kinematics import contact_kinematics_kernel
 from .matching import ContactMatcher
 from .narrow_phase import (
     PAIR_MAX_CONTACTS,
-    SUPPORTED_TYPES,
+    SOFT_CONTACT_TYPES,
     ContactOut,
     convex_mesh_buffers,
     narrow_phase_kernel,
@@ -164,7 +164,9 @@ class CollisionPipeline:
     the grid, with back-face culling (CCW winding). Plane-plane pairs are static-static and never
     collide. Mesh-mesh, mesh-heightfield, plane-heightfield, SDF and hydroelastic pairs raise
     :class:`NotImplementedError` naming the pair at construction. Soft contacts are generated
-    for particles against PLANE, SPHERE, CAPSULE and BOX shapes (other types raise likewise).
+    for particles against PLANE, SPHERE, CAPSULE and BOX shapes (analytic) and ELLIPSOID, CYLINDER,
+    CONE and CONVEX_MESH shapes (particle center as a point through GJK / MPR); MESH and HFIELD
+    raise likewise.
     """
 
     @dataclasses.dataclass
@@ -328,7 +330,7 @@ class CollisionPipeline:
         soft_mask = (flags & int(ShapeFlags.COLLIDE_PARTICLES)) != 0
         soft_shapes = np.nonzero(soft_mask)[0].astype(np.int32) if pcount else np.zeros(0, np.int32)
         if len(soft_shapes):
-            bad = [int(s) for s in soft_shapes if int(types[s]) not in SUPPORTED_TYPES]
+            bad = [int(s) for s in soft_shapes if int(types[s]) not in SOFT_CONTACT_TYPES]
             if bad:
                 raise NotImplementedError(f"CollisionPipeline: particle-{_type_name(types[bad[0]])} soft contacts "
                                           f"(shape {bad[0]}) are not implemented yet")  # fmt: skip
@@ -536,7 +538,7 @@ class CollisionPipeline:
                       inputs=[state.particle_q, model.particle_radius, model.particle_flags, model.particle_world,
                               int(model.particle_count), self._soft_shapes, int(self._soft_shapes.shape[0]),
                               model.shape_type, model.shape_body, model.shape_world, self._shape_X, model.shape_scale,
-                              body_q, soft_margin, contacts.soft_contact_count, contacts.soft_contact_particle,
+                              body_q, soft_margin, *convex_mesh_buffers(model), contacts.soft_contact_count, contacts.soft_contact_particle,
                               contacts.soft_contact_shape, contacts.soft_contact_indices,
                               contacts.soft_contact_barycentric, contacts.soft_contact_body_pos,
                               contacts.soft_contact_body_vel, contacts.soft_contact_normal, contacts.soft_contact_tids,

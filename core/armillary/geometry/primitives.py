@@ -606,3 +606,109 @@ def collide_box_box(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3
     dist[0] = wp.dot(n, pb - pa)
     pos[0] = 0.5 * (pa + pb)
     return dist, pos, n
+
+
+# --------------------------------------------------------------------------- cylinder / ellipsoid queries
+@wp.func
+def point_cylinder(p: wp.vec3, c: wp.vec3, a: wp.vec3, R: float, hh: float):
+    """Closest surface point of a solid cylinder (center ``c``, unit axis ``a``) to ``p``.
+
+    Returns (surface point, unit outward normal of the cylinder at that point pointing toward
+    ``p`` when ``p`` is outside, signed distance of ``p`` to the surface).
+    """
+    rel = p - c
+    h = wp.dot(rel, a)
+    radial = rel - h * a
+    rho = wp.length(radial)
+    rhat = any_perpendicular(a)
+    if rho > 1.0e-12:
+        rhat = radial / rho
+    if wp.abs(h) <= hh and rho <= R:
+        # inside: nearest of the side and the two caps
+        ds = R - rho
+        dc = hh - wp.abs(h)
+        if ds < dc:
+            return c + h * a + R * rhat, rhat, -ds
+        sa = float(1.0)
+        if h < 0.0:
+            sa = -1.0
+        return c + sa * hh * a + rho * rhat, sa * a, -dc
+    q = c + wp.clamp(h, -hh, hh) * a + wp.min(rho, R) * rhat
+    diff = p - q
+    dist = wp.length(diff)
+    n = rhat
+    if dist > 1.0e-12:
+        n = diff / dist
+    return q, n, dist
+
+
+@wp.func
+def collide_sphere_cylinder(sphere_pos: wp.vec3, sphere_radius: float, cylinder_pos: wp.vec3, cylinder_axis: wp.vec3,
+                            cylinder_radius: float, cylinder_half_height: float):  # fmt: skip
+    """Sphere against a solid cylinder: (signed distance, contact position, normal sphere -> cylinder)."""
+    a = safe_normalize(cylinder_axis, wp.vec3(0.0, 0.0, 1.0))
+    q, no, s = point_cylinder(sphere_pos, cylinder_pos, a, cylinder_radius, cylinder_half_height)
+    n = -no
+    d = s - sphere_radius
+    pos = 0.5 * ((sphere_pos + sphere_radius * n) + q)
+    return d, pos, n
+
+
+@wp.func
+def collide_plane_cylinder(plane_normal: wp.vec3, plane_pos: wp.vec3, cylinder_pos: wp.vec3, cylinder_axis: wp.vec3,
+                           cylinder_radius: float, cylinder_half_height: float):  # fmt: skip
+    """Plane against a cylinder: up to 4 rim contacts (distances vec4, positions mat43, plane normal).
+
+    Slot 0 is the deepest rim point of the cap nearer the plane, slots 1 and 2 the rim points of
+    that cap at +-120 degrees from it (a stable support triangle when the cylinder stands on its
+    cap), slot 3 the deepest rim point of the other cap (MAXVAL when the axis is normal to the
+    plane, where that cap lies entirely above the near one).
+    """
+    n = plane_normal
+    a = safe_normalize(cylinder_axis, wp.vec3(0.0, 0.0, 1.0))
+    dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+    pos = mat43()
+    an = wp.dot(a, n)
+    # cap nearer the plane: its center is lower along n
+    sa = float(1.0)
+    if an > 0.0:
+        sa = -1.0
+    cap = cylinder_pos + sa * cylinder_half_height * a
+    other = cylinder_pos - sa * cylinder_half_height * a
+    # deepest rim direction: -n projected onto the cap plane
+    u = -n + an * a
+    ul = wp.length(u)
+    parallel = ul < 1.0e-3
+    if parallel:
+        u = any_perpendicular(a)
+    else:
+        u = u / ul
+    v = wp.cross(a, u)
+    R = cylinder_radius
+    for k in range(3):
+        ang = float(k) * 2.0943951023931953
+        p = cap + R * (wp.cos(ang) * u + wp.sin(ang) * v)
+        d = wp.dot(p - plane_pos, n)
+        dist[k] = d
+        pos[k] = p - 0.5 * d * n
+    if not parallel:
+        p = other + R * u
+        d = wp.dot(p - plane_pos, n)
+        dist[3] = d
+        pos[3] = p - 0.5 * d * n
+    return dist, pos, n
+
+
+@wp.func
+def collide_plane_ellipsoid(plane_normal: wp.vec3, plane_pos: wp.vec3, ellipsoid_pos: wp.vec3,
+                            ellipsoid_rot: wp.mat33, ellipsoid_size: wp.vec3):  # fmt: skip
+    """Plane against an ellipsoid (semi-axes ``ellipsoid_size``): (signed distance, position, plane normal)."""
+    n = plane_normal
+    dl = wp.transpose(ellipsoid_rot) * (-n)
+    s = ellipsoid_size
+    q = wp.vec3(s[0] * s[0] * dl[0], s[1] * s[1] * dl[1], s[2] * s[2] * dl[2])
+    den = wp.sqrt(wp.dot(q, dl))
+    sp = ellipsoid_pos + ellipsoid_rot * (q / wp.max(den, 1.0e-20))
+    d = wp.dot(sp - plane_pos, n)
+    pos = sp - 0.5 * d * n
+    return d, pos, n
