@@ -1,11 +1,13 @@
 """Collision detection: broad phases, primitive narrow phase and :class:`CollisionPipeline`.
 
 Public building blocks: :class:`BroadPhaseAllPairs`, :class:`BroadPhaseSAP`,
-:class:`BroadPhaseExplicit` and the ``collide_*`` Warp device functions for single
-primitive pairs (call them from your own kernels).
+:class:`BroadPhaseExplicit`, :class:`NarrowPhase` (with :class:`ContactData` for custom
+contact writers) and the ``collide_*`` Warp device functions for single primitive pairs
+(call them from your own kernels).
 """
 
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP
+from .narrow_phase_api import ContactData, NarrowPhase
 from .pipeline import CollisionPipeline
 from .primitives import (
     MAXVAL,
@@ -29,6 +31,8 @@ __all__ = [
     "BroadPhaseExplicit",
     "BroadPhaseSAP",
     "CollisionPipeline",
+    "ContactData",
+    "NarrowPhase",
     "collide_box_box",
     "collide_capsule_box",
     "collide_capsule_capsule",
