@@ -199,3 +199,32 @@ def test_custom_contact_writer():
 def test_unsupported_options_refuse():
     with pytest.raises(NotImplementedError):
         NarrowPhase(max_candidate_pairs=10, hydroelastic_sdf=object())
+
+
+def test_unsupported_pairs_are_counted_not_silently_dropped():
+    import numpy as np
+    import warp as wp
+
+    import armillary as newton
+    from armillary.geometry import NarrowPhase
+
+    types = wp.array(np.array([int(newton.GeoType.PLANE), int(newton.GeoType.PLANE), int(newton.GeoType.SPHERE)],
+                              dtype=np.int32), dtype=int)
+    data = wp.array(np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]], dtype=np.float32),
+                    dtype=wp.vec4)
+    xf = wp.array([wp.transform_identity(), wp.transform_identity(),
+                   wp.transform(wp.vec3(0.0, 0.0, 0.4), wp.quat_identity())], dtype=wp.transform)
+    gap = wp.zeros(3, dtype=float)
+    pairs = wp.array([wp.vec2i(0, 1), wp.vec2i(0, 2)], dtype=wp.vec2i)
+    count = wp.array([2], dtype=int)
+    np_ = NarrowPhase(max_candidate_pairs=4)
+    out_pair = wp.zeros(8, dtype=wp.vec2i)
+    out_pos = wp.zeros(8, dtype=wp.vec3)
+    out_n = wp.zeros(8, dtype=wp.vec3)
+    out_d = wp.zeros(8, dtype=float)
+    out_c = wp.zeros(1, dtype=int)
+    np_.launch(candidate_pair=pairs, candidate_pair_count=count, shape_types=types, shape_data=data,
+               shape_transform=xf, shape_gap=gap, contact_pair=out_pair, contact_position=out_pos,
+               contact_normal=out_n, contact_penetration=out_d, contact_count=out_c)
+    assert np_.skipped_pair_count.numpy()[0] == 1  # the plane-plane pair
+    assert out_c.numpy()[0] >= 1  # the sphere resting 0.1 m into the plane

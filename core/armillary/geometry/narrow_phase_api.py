@@ -126,6 +126,7 @@ def _prepare_kernel(
     pair_ok: wp.array2d(dtype=int),
     out_pairs: wp.array(dtype=wp.vec2i),
     out_pair_count: wp.array(dtype=int),
+    skipped_pair_count: wp.array(dtype=int),
     scale: wp.array(dtype=wp.vec3),
     margin: wp.array(dtype=float),
     stride: int,
@@ -147,6 +148,7 @@ def _prepare_kernel(
         lo = wp.min(ta, tb)
         hi = wp.max(ta, tb)
         if lo < 0 or hi >= pair_ok.shape[0] or pair_ok[lo, hi] == 0:
+            wp.atomic_add(skipped_pair_count, 0, 1)
             continue
         k = wp.atomic_add(out_pair_count, 0, 1)
         if k < out_pairs.shape[0]:
@@ -161,7 +163,8 @@ class NarrowPhase:
     Handles the pairs :class:`CollisionPipeline` handles: every pair among PLANE, SPHERE,
     CAPSULE, ELLIPSOID, CYLINDER, BOX, CONE and CONVEX_MESH except PLANE-PLANE, and MESH /
     HFIELD against convex shapes; other candidate pairs (e.g. PLANE-PLANE, MESH-MESH) produce
-    no contacts. CONVEX_MESH, MESH and HFIELD shapes need the model's geometry buffers: pass
+    no contacts and are counted in :attr:`skipped_pair_count` (a one-element device array,
+    reset by every launch; read it to detect pairs this narrow phase cannot handle yet). CONVEX_MESH, MESH and HFIELD shapes need the model's geometry buffers: pass
     ``model=`` to :meth:`launch` / :meth:`launch_custom_write`.
 
     Args:
@@ -213,6 +216,7 @@ class NarrowPhase:
             self._pair_ok = wp.array(ok, dtype=int)
             self._pairs = wp.zeros(n, dtype=wp.vec2i)
             self._pair_count = wp.zeros(1, dtype=int)
+            self.skipped_pair_count = wp.zeros(1, dtype=int)
             self._no_count = wp.zeros(0, dtype=int)
         self._scratch = None
         self._shape_bufs = None
@@ -293,11 +297,12 @@ class NarrowPhase:
         geo = self._geo(shape_types, model)
         out = self._alloc_scratch(cap)
         self._pair_count.zero_()
+        self.skipped_pair_count.zero_()
         out.count.zero_()
         pdim = grid_dim(dev, max(n, candidate_pair.shape[0]))
         wp.launch(_prepare_kernel, dim=pdim,
                   inputs=[candidate_pair, candidate_pair_count, shape_types, shape_data, self._pair_ok, self._pairs,
-                          self._pair_count, scale, margin, pdim],
+                          self._pair_count, self.skipped_pair_count, scale, margin, pdim],
                   device=dev, record_tape=False)  # fmt: skip
         ndim = grid_dim(dev, self._pairs.shape[0])
         wp.launch(narrow_phase_kernel, dim=ndim,
