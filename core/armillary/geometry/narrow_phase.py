@@ -31,6 +31,7 @@ from .primitives import (
     box_box_distance,
     box_box_sat,
     box_face_manifold,
+    box_support_edge,
     box_vertex,
     capsule_box_param,
     capsule_ends,
@@ -295,36 +296,9 @@ def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp
         return
     i = (code - 6) // 3
     j = (code - 6) % 3
-    qa = wp.transform_get_rotation(XA)
-    qb = wp.transform_get_rotation(XB)
     # support edges: A extreme along n, B extreme along -n
-    dla = wp.quat_rotate_inv(qa, n)
-    dlb = wp.quat_rotate_inv(qb, -n)
-    ca = wp.vec3(0.0)
-    cb = wp.vec3(0.0)
-    for k in range(3):
-        if k != i:
-            if dla[k] >= 0.0:
-                ca[k] = hA[k]
-            else:
-                ca[k] = -hA[k]
-        if k != j:
-            if dlb[k] >= 0.0:
-                cb[k] = hB[k]
-            else:
-                cb[k] = -hB[k]
-    a0 = ca
-    a1 = ca
-    a0[i] = -hA[i]
-    a1[i] = hA[i]
-    b0 = cb
-    b1 = cb
-    b0[j] = -hB[j]
-    b1[j] = hB[j]
-    wa0 = wp.transform_point(XA, a0)
-    wa1 = wp.transform_point(XA, a1)
-    wb0 = wp.transform_point(XB, b0)
-    wb1 = wp.transform_point(XB, b1)
+    wa0, wa1 = box_support_edge(XA, hA, i, n)
+    wb0, wb1 = box_support_edge(XB, hB, j, -n)
     s, t = closest_segment_segment(wa0, wa1, wb0, wb1)
     emit(ctx, out, wa0 + s * (wa1 - wa0), wb0 + t * (wb1 - wb0), n, 0.0, 0.0, code * 8)
 
