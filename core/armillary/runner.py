@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .cli import CliError
+from .sim.rotations import quat_to_matrix
 
 # preference order when --solver is not given (first installed one that accepts the model)
 DEFAULT_SOLVER_ORDER = ("SolverXPBD", "SolverFeatherstone", "SolverMuJoCo", "SolverVBD")
@@ -154,7 +155,7 @@ def _energy(model, state) -> float:
         qd = state.body_qd.numpy()
         com = model.body_com.numpy()
         world = np.clip(model.body_world.numpy(), 0, None)
-        rot = _quat_to_matrix(q[:, 3:7])
+        rot = quat_to_matrix(q[:, 3:7])
         x_com = q[:, :3] + np.einsum("nij,nj->ni", rot, com)
         v, w = qd[:, :3], qd[:, 3:6]
         w_body = np.einsum("nji,nj->ni", rot, w)
@@ -169,19 +170,6 @@ def _energy(model, state) -> float:
         e += 0.5 * float(np.sum(m * np.sum(v * v, axis=1)))
         e -= float(np.sum(m * np.einsum("ni,ni->n", g[world], x)))
     return e
-
-
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices (n, 3, 3) of xyzw quaternions (n, 4)."""
-    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=-1),
-            np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=-1),
-            np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=-1),
-        ],
-        axis=1,
-    )
 
 
 class _Progress:

@@ -614,15 +614,17 @@ class ArticulationView:
             return None
         sworld = self.model.shape_world.numpy()
         wstart = self.model.shape_world_start.numpy()
+
+        def world_offset(wid: int) -> int:
+            return int(wstart[wid]) if wid >= 0 else 0
+
+        base0 = world_offset(int(worlds[0]))
         for w in range(W):
             wid = int(worlds[w])
-            off = int(wstart[wid]) if wid >= 0 else 0
-            rel = idx[w] - off
+            rel = idx[w] - world_offset(wid)
             for c in range(C):
                 if np.any(sworld[idx[w, c]] != wid) or (w and not np.array_equal(rel[c], idx[0, c] - base0)):
                     return w * C + c
-            if w == 0:
-                base0 = off
         return None
 
     @staticmethod

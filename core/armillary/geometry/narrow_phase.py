@@ -37,7 +37,6 @@ from .primitives import (
     capsule_ends,
     closest_point_segment,
     closest_segment_segment,
-    mat83,
     point_box,
     reduce_manifold4,
     safe_normalize,

@@ -30,6 +30,7 @@ import warp as wp
 
 from .enums import ParticleFlags
 from .graph_coloring import ColoringAlgorithm, color_graph
+from .rotations import quat_rotate
 
 __all__ = ["ParticleBuilderMixin", "ColoringAlgorithm", "edges_from_triangles", "bending_angle"]
 
@@ -40,15 +41,6 @@ __all__ = ["ParticleBuilderMixin", "ColoringAlgorithm", "edges_from_triangles", 
 
 def _vec3(v) -> np.ndarray:
     return np.asarray(v, dtype=np.float64).reshape(3)
-
-
-def _quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate vectors ``v`` (..., 3) by the unit quaternion ``q`` (x, y, z, w)."""
-    q = np.asarray(q, dtype=np.float64).reshape(4)
-    u, w = q[:3], q[3]
-    v = np.asarray(v, dtype=np.float64)
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
 
 
 def _xform_parts(xform) -> tuple[np.ndarray, np.ndarray] | None:
@@ -395,7 +387,7 @@ class ParticleBuilderMixin:
             dtype=np.float64,
         ).reshape(-1, 3)
         n = len(grid)
-        pts = _vec3(pos) + _quat_rotate(np.asarray(rot, dtype=np.float64), grid)
+        pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), grid)
         if jitter:
             pts = pts + rng.random((n, 3)) * float(jitter)
         r0 = self.default_particle_radius if radius_mean is None else float(radius_mean)
@@ -721,7 +713,7 @@ class ParticleBuilderMixin:
         W = dim_x + 1
         start = len(self.particle_q)
         local = np.array([(x * cell_x, y * cell_y, 0.0) for y in range(dim_y + 1) for x in range(W)], dtype=np.float64)
-        pts = _vec3(pos) + _quat_rotate(np.asarray(rot, dtype=np.float64), local)
+        pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), local)
         for y in range(dim_y + 1):
             for x in range(W):
                 fixed = (fix_left and x == 0) or (fix_right and x == dim_x) or (fix_bottom and y == 0) or (fix_top and y == dim_y)
@@ -794,7 +786,7 @@ class ParticleBuilderMixin:
         tris_local = np.asarray(indices, dtype=np.int64).reshape(-1, 3)
         if validate_mesh and len(tris_local) and (tris_local.min() < 0 or tris_local.max() >= len(verts)):
             raise ValueError("add_cloth_mesh: triangle indices out of range")
-        pts = _vec3(pos) + _quat_rotate(np.asarray(rot, dtype=np.float64), verts * float(scale))
+        pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), verts * float(scale))
         masses = np.zeros(len(verts))
         for a, b, c in tris_local:
             area = 0.5 * np.linalg.norm(np.cross(pts[b] - pts[a], pts[c] - pts[a]))
@@ -880,7 +872,7 @@ class ParticleBuilderMixin:
         local = np.array(
             [(x * cell_x, y * cell_y, z * cell_z) for z in range(Z) for y in range(Y) for x in range(X)], dtype=np.float64
         )
-        pts = _vec3(pos) + _quat_rotate(np.asarray(rot, dtype=np.float64), local)
+        pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), local)
         m = float(density) * cell_x * cell_y * cell_z
         for z in range(Z):
             for y in range(Y):
@@ -956,7 +948,7 @@ class ParticleBuilderMixin:
         tets_local = np.asarray(indices, dtype=np.int64).reshape(-1, 4)
         if validate_mesh and len(tets_local) and (tets_local.min() < 0 or tets_local.max() >= len(verts)):
             raise ValueError("add_soft_mesh: tetrahedron indices out of range")
-        pts = _vec3(pos) + _quat_rotate(np.asarray(rot, dtype=np.float64), verts * float(scale))
+        pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), verts * float(scale))
         masses = np.zeros(len(verts))
         for a, b, c, d in tets_local:
             vol = abs(np.linalg.det(np.column_stack([pts[b] - pts[a], pts[c] - pts[a], pts[d] - pts[a]]))) / 6.0
@@ -1057,8 +1049,8 @@ class ParticleBuilderMixin:
             parts = _xform_parts(xform)
             if parts is not None:
                 p, rq = parts
-                q = p + _quat_rotate(rq, q)
-                qd = _quat_rotate(rq, qd)
+                q = p + quat_rotate(rq, q)
+                qd = quat_rotate(rq, qd)
             self.particle_q.extend(wp.vec3(*v) for v in q)
             self.particle_qd.extend(wp.vec3(*v) for v in qd)
             self.particle_mass.extend(other.particle_mass)

@@ -27,6 +27,7 @@ import warp as wp
 
 from . import mass as _mass
 from .enums import JointType
+from .rotations import quat_to_matrix
 
 __all__ = ["collapse_fixed_joints"]
 
@@ -56,7 +57,7 @@ def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _qrot(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return _mass.quat_to_matrix(q) @ v
+    return quat_to_matrix(q) @ v
 
 
 def _mul(a, b):

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from .rotations import quat_to_matrix
+
 from .enums import GeoType
 
 _EYE = np.eye(3)
@@ -191,18 +193,6 @@ def shift_inertia(inertia, mass: float, offset) -> np.ndarray:
     """
     r = np.asarray(offset, dtype=np.float64)
     return np.asarray(inertia, dtype=np.float64) + mass * (np.dot(r, r) * _EYE - np.outer(r, r))
-
-
-def quat_to_matrix(q) -> np.ndarray:
-    """Rotation matrix of a unit quaternion stored ``(x, y, z, w)``."""
-    x, y, z, w = (float(v) for v in q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 def combine(m1, c1, i1, m2, c2, i2):

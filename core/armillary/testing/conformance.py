@@ -19,6 +19,7 @@ import pytest
 from ..flags import ModelFlags, StateFlags
 from ..sim.enums import JointType
 from ..solvers.base import SolverBase
+from ..sim.rotations import quat_rotate, quat_to_matrix
 from ..solvers.capabilities import FEATURES, Coordinates, SolverCapabilities
 
 __all__ = ["SolverConformance", "Tolerances"]
@@ -73,16 +74,6 @@ def _diag(a, b=None, c=None):
     b = a if b is None else b
     c = a if c is None else c
     return wp.mat33(a, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, c)
-
-
-def _quat_rotate(q, v):
-    """Rotate ``v`` by the xyzw quaternion(s) ``q`` (numpy, broadcasting)."""
-    q = np.asarray(q, dtype=np.float64)
-    v = np.asarray(v, dtype=np.float64)
-    u = q[..., :3]
-    w = q[..., 3:4]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
 
 
 def _snapshot(obj) -> dict[str, bytes]:
@@ -146,7 +137,7 @@ class _Sim:
         """World COM positions of all bodies."""
         q = self.body_q()
         com = self.model.body_com.numpy().astype(np.float64)
-        return q[:, :3] + _quat_rotate(q[:, 3:7], com)
+        return q[:, :3] + quat_rotate(q[:, 3:7], com)
 
 
 class SolverConformance:
@@ -618,7 +609,7 @@ class SolverConformance:
             q = sim.body_q()[0]
             qd = sim.body_qd()[0]
             com = sim.com()[0]
-            R = _rotation_matrix(q[3:7])
+            R = quat_to_matrix(q[3:7])
             Iw = R @ I_body @ R.T
             w = qd[3:]
             return 0.5 * m * qd[:3] @ qd[:3] + 0.5 * w @ Iw @ w - m * g @ com, com
@@ -808,15 +799,4 @@ def _axis_angle(axis, angle):
     a = np.asarray(axis, dtype=np.float64)
     a = a / np.linalg.norm(a)
     return wp.quat_from_axis_angle(wp.vec3(*a.tolist()), float(angle))
-
-
-def _rotation_matrix(q):
-    x, y, z, w = (float(v) for v in q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 

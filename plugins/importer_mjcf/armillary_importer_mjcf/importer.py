@@ -1117,7 +1117,7 @@ class _Builder:
 
     # -------------------------------------------------------------- shapes
     def _shape(self, g: dict, body: int, frame: Tf, bname: str = "world"):
-        from armillary import Heightfield, ModelBuilder
+        from armillary import ModelBuilder
         from armillary.sim.enums import GeoType
 
         p, s, opts = self.p, self.s, self.opts
