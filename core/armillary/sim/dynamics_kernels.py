@@ -145,6 +145,43 @@ def joint_subspace(
     return vJ, kappa
 
 
+@wp.func
+def assemble_mass_matrix(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    joint_order: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_ancestor: wp.array(dtype=wp.int32),
+    joint_articulation: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_armature: wp.array(dtype=float),
+    armature_scale: float,
+    S: wp.array(dtype=wp.spatial_vector),
+    Ic: wp.array(dtype=wp.spatial_matrix),
+    H: wp.array3d(dtype=float),
+):
+    """Composite-rigid-body mass matrix of articulation ``a`` (joints ``joint_order[js:je]``, DOFs
+    from ``d0``) into ``H[a]``: ``H_il = S_l . (Ic_child(i) S_i)`` along each joint's ancestor
+    chain, plus ``armature_scale * joint_armature`` on the diagonal. Entries between DOFs of
+    different branches are not written (the caller zeroes ``H[a]`` first)."""
+    for jj in range(js, je):
+        j = joint_order[jj]
+        Icc = Ic[joint_child[j]]
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            Fi = Icc * S[i]
+            li = i - d0
+            k = j
+            while in_articulation(k, a, joint_articulation):
+                for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
+                    val = wp.dot(S[l], Fi)
+                    H[a, li, l - d0] = val
+                    H[a, l - d0, li] = val
+                k = joint_ancestor[k]
+            H[a, li, li] = H[a, li, li] + armature_scale * joint_armature[i]
+
+
 @wp.kernel
 def dynamics_kernel(
     art_start: wp.array(dtype=wp.int32),
@@ -281,20 +318,8 @@ def dynamics_kernel(
 
     # composite-rigid-body mass matrix
     if want_M != 0:
-        for jj in range(js, je):
-            j = joint_order[jj]
-            Icc = Ic[joint_child[j]]
-            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
-                Fi = Icc * S[i]
-                li = i - d0
-                k = j
-                while in_articulation(k, a, joint_articulation):
-                    for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
-                        val = wp.dot(S[l], Fi)
-                        H[a, li, l - d0] = val
-                        H[a, l - d0, li] = val
-                    k = joint_ancestor[k]
-                H[a, li, li] = H[a, li, li] + armature_scale * joint_armature[i]
+        assemble_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_ancestor, joint_articulation,
+                             joint_qd_start, joint_armature, armature_scale, S, Ic, H)  # fmt: skip
 
 
 @wp.kernel

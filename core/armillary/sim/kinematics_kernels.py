@@ -166,6 +166,54 @@ def joint_relative(jtype: int, q_start: int, qd_start: int, n_lin: int, n_ang: i
     return wp.transform(t, r), v, w, at_com
 
 
+@wp.func
+def fk_joint(
+    j: int,
+    joint_type: wp.array(dtype=wp.int32),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_dof_dim: wp.array2d(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    body_com: wp.array(dtype=wp.vec3),
+    joint_q: wp.array(dtype=float),
+    joint_qd: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+):
+    """Forward kinematics of one joint: write the child's ``body_q`` (world pose) and ``body_qd``
+    (COM twist, world frame) from the parent's (already computed) and the joint coordinates."""
+    c = joint_child[j]
+    p = joint_parent[j]
+    X_WP = wp.transform_identity()
+    v_P = wp.vec3(0.0)
+    w_P = wp.vec3(0.0)
+    com_P = wp.vec3(0.0)
+    if p >= 0:
+        X_WP = body_q[p]
+        v_P = lin(body_qd[p])
+        w_P = ang(body_qd[p])
+        com_P = wp.transform_point(X_WP, body_com[p])
+    jt = joint_type[j]
+    X_j, v_j, w_j, at_com = joint_relative(
+        jt, joint_q_start[j], joint_qd_start[j], joint_dof_dim[j, 0], joint_dof_dim[j, 1], joint_q, joint_qd,
+        joint_axis,
+    )
+    X_WPJ = X_WP * joint_X_p[j]
+    X_WCJ = X_WPJ * X_j
+    X_WC = X_WCJ * wp.transform_inverse(joint_X_c[j])
+    com_C = wp.transform_point(X_WC, body_com[c])
+    w_rel = wp.transform_vector(X_WPJ, w_j)
+    v_rel = wp.transform_vector(X_WPJ, v_j)
+    if not at_com:
+        v_rel = v_rel + wp.cross(w_rel, com_C - wp.transform_get_translation(X_WCJ))
+    body_q[c] = X_WC
+    body_qd[c] = spatial(v_P + wp.cross(w_P, com_C - com_P) + v_rel, w_P + w_rel)
+
+
 @wp.kernel
 def eval_fk_kernel(
     art_start: wp.array(dtype=wp.int32),
@@ -205,31 +253,8 @@ def eval_fk_kernel(
         c = joint_child[j]
         if (body_flags[c] & flag_filter) == 0:
             continue
-        p = joint_parent[j]
-        X_WP = wp.transform_identity()
-        v_P = wp.vec3(0.0)
-        w_P = wp.vec3(0.0)
-        com_P = wp.vec3(0.0)
-        if p >= 0:
-            X_WP = body_q[p]
-            v_P = lin(body_qd[p])
-            w_P = ang(body_qd[p])
-            com_P = wp.transform_point(X_WP, body_com[p])
-        jt = joint_type[j]
-        X_j, v_j, w_j, at_com = joint_relative(
-            jt, joint_q_start[j], joint_qd_start[j], joint_dof_dim[j, 0], joint_dof_dim[j, 1], joint_q, joint_qd,
-            joint_axis,
-        )
-        X_WPJ = X_WP * joint_X_p[j]
-        X_WCJ = X_WPJ * X_j
-        X_WC = X_WCJ * wp.transform_inverse(joint_X_c[j])
-        com_C = wp.transform_point(X_WC, body_com[c])
-        w_rel = wp.transform_vector(X_WPJ, w_j)
-        v_rel = wp.transform_vector(X_WPJ, v_j)
-        if not at_com:
-            v_rel = v_rel + wp.cross(w_rel, com_C - wp.transform_get_translation(X_WCJ))
-        body_q[c] = X_WC
-        body_qd[c] = spatial(v_P + wp.cross(w_P, com_C - com_P) + v_rel, w_P + w_rel)
+        fk_joint(j, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c, joint_q_start, joint_qd_start,
+                 joint_dof_dim, joint_axis, body_com, joint_q, joint_qd, body_q, body_qd)  # fmt: skip
 
 
 @wp.kernel

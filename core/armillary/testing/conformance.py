@@ -109,8 +109,13 @@ class _Sim:
         return self.state_0
 
     def set_body_qd(self, body_qd: np.ndarray):
+        """Set every body's COM twist; for generalized-coordinate solvers also ``joint_qd`` (by IK)."""
         for s in (self.state_0, self.state_1):
             s.body_qd.assign(np.asarray(body_qd, dtype=np.float32))
+            if self.solver.capabilities.coordinates == Coordinates.GENERALIZED and self.model.joint_count:
+                from ..sim.kinematics import eval_ik
+
+                eval_ik(self.model, s, s.joint_q, s.joint_qd)
 
     def step(self, count: int = 1, apply=None, record=None):
         """Step ``count`` times; ``apply(state)`` sets forces, ``record(sim)`` observes after each step."""

@@ -1,9 +1,17 @@
 """Hook implementations of armillary-solver-featherstone (entry point ``solver_featherstone`` in group ``armillary``).
 
-This distribution will register `SolverFeatherstone` through the
-``armillary_register_solvers`` hook (issue #7). Until
-then it registers nothing, so that no placeholder can be mistaken for a
-working implementation: ``armillary plugins`` lists it as providing
-nothing yet, and asking for one of its names raises ``ImportError``
-saying this version does not provide it.
+Only names and where they live: nothing heavy is imported here.
 """
+
+from __future__ import annotations
+
+from armillary import hookimpl
+
+
+@hookimpl
+def armillary_register_solvers(registry):
+    registry.add(
+        "SolverFeatherstone",
+        "armillary_solver_featherstone.solver:SolverFeatherstone",
+        summary="articulated bodies in generalized coordinates: CRBA + Cholesky, semi-implicit Euler, penalty contacts",
+    )

@@ -1,0 +1,536 @@
+"""Warp kernels of :class:`~armillary_solver_featherstone.solver.SolverFeatherstone`.
+
+One step is at most three launches:
+
+1. ``contact_wrench_kernel`` (one thread per rigid contact, only when contacts are passed):
+   penalty forces from shape materials, accumulated per body as world wrenches about the
+   body's COM (``body_f_contact``, zeroed just before);
+2. ``articulation_step_kernel`` (one thread per articulation, all worlds at once): forward
+   kinematics of the input coordinates, recursive Newton-Euler bias forces with gravity as a
+   base acceleration, composite-rigid-body mass matrix, joint forces (``joint_f``, drives,
+   limits, springs, damping), mimic reduction and kinematic locking, dense Cholesky solve,
+   semi-implicit Euler on the joint manifold and forward kinematics of the result.
+
+Spatial algebra is world-frame about a per-articulation reference point ``O`` (the origin of
+the articulation's first body), as in :mod:`armillary.sim.dynamics_kernels`, whose motion
+subspace function this module reuses.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from armillary.sim.dynamics_kernels import assemble_mass_matrix, in_articulation, joint_subspace
+from armillary.sim.kinematics_kernels import (
+    JT_BALL, JT_D6, JT_DISTANCE, JT_FREE, JT_PRISMATIC, JT_REVOLUTE, JT_ROD, fk_joint,
+)  # fmt: skip
+from armillary.sim.spatial import ang, body_spatial_inertia, lin, spatial, twist_cross, world_inertia, wrench_cross
+
+#: ``Model.body_flags`` bit of kinematic bodies (``armillary.sim.enums.BodyFlags.KINEMATIC``)
+BODY_KINEMATIC = wp.constant(2)
+
+#: drive modes (``armillary.sim.enums.JointTargetMode``)
+MODE_NONE = wp.constant(0)
+MODE_POSITION = wp.constant(1)
+MODE_VELOCITY = wp.constant(2)
+MODE_POSITION_VELOCITY = wp.constant(3)
+MODE_EFFORT = wp.constant(4)
+
+
+@wp.func
+def com_wrench_about(f: wp.vec3, t: wp.vec3, com_rel_O: wp.vec3) -> wp.spatial_vector:
+    """A world wrench ``(f, t)`` given at a body's COM, re-expressed about the reference point ``O``."""
+    return spatial(f, t + wp.cross(com_rel_O, f))
+
+
+@wp.kernel
+def contact_wrench_kernel(
+    # Model:
+    shape_body: wp.array(dtype=wp.int32),
+    shape_material_ke: wp.array(dtype=float),
+    shape_material_kd: wp.array(dtype=float),
+    shape_material_kf: wp.array(dtype=float),
+    shape_material_mu: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    body_flags: wp.array(dtype=wp.int32),
+    friction_smoothing: float,
+    # State in:
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    # Contacts:
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    contact_point0: wp.array(dtype=wp.vec3),
+    contact_point1: wp.array(dtype=wp.vec3),
+    contact_normal: wp.array(dtype=wp.vec3),
+    contact_margin0: wp.array(dtype=float),
+    contact_margin1: wp.array(dtype=float),
+    # out:
+    body_f_contact_out: wp.array(dtype=wp.spatial_vector),
+    contact_force_out: wp.array(dtype=wp.vec3),
+):
+    """Penalty contact force of one rigid contact.
+
+    Penetration ``d = -(n . (p1_W - p0_W) - margin0 - margin1)`` (p = the contact points
+    in world, n from shape 0 to shape 1); for ``d > 0`` the force on shape 1 is
+    ``n (ke d - kd min(vn, 0)) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
+    ``f_t = -min(kf |vt|, mu fn) vt / |vt|_s`` Coulomb friction regularised by a viscous
+    law below the sliding speed where ``kf |vt| = mu fn`` (``|vt|_s`` is smoothed by
+    ``friction_smoothing`` [m/s]). Materials are the mean of the two shapes'. Shape 0 gets
+    the opposite force. ``contact_force_out[k]`` is the force on shape 1 (world, N).
+    """
+    k = wp.tid()
+    if k >= contact_count[0]:
+        contact_force_out[k] = wp.vec3(0.0)
+        return
+    s0 = contact_shape0[k]
+    s1 = contact_shape1[k]
+    if s0 < 0 or s1 < 0:
+        contact_force_out[k] = wp.vec3(0.0)
+        return
+    b0 = shape_body[s0]
+    b1 = shape_body[s1]
+    n = contact_normal[k]
+    X_W0 = wp.transform_identity()
+    X_W1 = wp.transform_identity()
+    if b0 >= 0:
+        X_W0 = body_q[b0]
+    if b1 >= 0:
+        X_W1 = body_q[b1]
+    # surface points in world
+    p0_W = wp.transform_point(X_W0, contact_point0[k]) + n * contact_margin0[k]
+    p1_W = wp.transform_point(X_W1, contact_point1[k]) - n * contact_margin1[k]
+    d = -wp.dot(n, p1_W - p0_W)
+    if d <= 0.0:
+        contact_force_out[k] = wp.vec3(0.0)
+        return
+    p_W = 0.5 * (p0_W + p1_W)
+    v0 = wp.vec3(0.0)
+    v1 = wp.vec3(0.0)
+    if b0 >= 0:
+        com0 = wp.transform_point(X_W0, body_com[b0])
+        v0 = lin(body_qd[b0]) + wp.cross(ang(body_qd[b0]), p_W - com0)
+    if b1 >= 0:
+        com1 = wp.transform_point(X_W1, body_com[b1])
+        v1 = lin(body_qd[b1]) + wp.cross(ang(body_qd[b1]), p_W - com1)
+    v_rel = v1 - v0
+    vn = wp.dot(n, v_rel)
+    ke = 0.5 * (shape_material_ke[s0] + shape_material_ke[s1])
+    kd = 0.5 * (shape_material_kd[s0] + shape_material_kd[s1])
+    kf = 0.5 * (shape_material_kf[s0] + shape_material_kf[s1])
+    mu = 0.5 * (shape_material_mu[s0] + shape_material_mu[s1])
+    fn = wp.max(ke * d - kd * wp.min(vn, 0.0), 0.0)
+    vt = v_rel - n * vn
+    vt_len = wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)
+    ft = wp.vec3(0.0)
+    if vt_len > 0.0:
+        ft = -vt * (wp.min(kf * vt_len, mu * fn) / vt_len)
+    f1 = n * fn + ft
+    contact_force_out[k] = f1
+    if b1 >= 0:
+        com1 = wp.transform_point(X_W1, body_com[b1])
+        wp.atomic_add(body_f_contact_out, b1, spatial(f1, wp.cross(p_W - com1, f1)))
+    if b0 >= 0:
+        com0 = wp.transform_point(X_W0, body_com[b0])
+        wp.atomic_add(body_f_contact_out, b0, spatial(-f1, wp.cross(p_W - com0, -f1)))
+
+
+@wp.func
+def drive_and_limit_force(
+    i: int,
+    q: float,
+    qd: float,
+    dt: float,
+    joint_target_mode: wp.array(dtype=wp.int32),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_effort_limit: wp.array(dtype=float),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    target_q: float,
+    target_qd: float,
+):
+    """Drive plus limit force of scalar DOF ``i``, linearly implicit in the new velocity.
+
+    Returns ``(f, h)``: the force evaluated at ``q + dt qd`` and the velocity ``qd`` (i.e.
+    with ``qd_new = qd``), and ``h`` the amount added to the mass matrix diagonal, so that
+    ``M qdd = ... + f`` with ``M_ii += h`` treats stiffness and damping implicitly
+    (``h = dt kd + dt^2 ke``). A drive whose force would exceed ``joint_effort_limit`` is
+    applied explicitly, clamped.
+    """
+    mode = joint_target_mode[i]
+    ke = joint_target_ke[i]
+    kd = joint_target_kd[i]
+    f = float(0.0)
+    h = float(0.0)
+    if mode == MODE_EFFORT:
+        ke = 0.0
+        kd = 0.0
+    if mode == MODE_VELOCITY:
+        ke = 0.0
+    if mode == MODE_POSITION:
+        target_qd = 0.0
+    if ke != 0.0 or kd != 0.0:
+        fd = ke * (target_q - q - dt * qd) + kd * (target_qd - qd)
+        limit = joint_effort_limit[i]
+        if wp.abs(fd) > limit:
+            f = wp.clamp(ke * (target_q - q) + kd * (target_qd - qd), -limit, limit)
+        else:
+            f = fd
+            h = dt * kd + dt * dt * ke
+    lo = joint_limit_lower[i]
+    hi = joint_limit_upper[i]
+    lke = joint_limit_ke[i]
+    lkd = joint_limit_kd[i]
+    if q < lo:
+        f = f + lke * (lo - q - dt * qd) - lkd * qd
+        h = h + dt * lkd + dt * dt * lke
+    elif q > hi:
+        f = f + lke * (hi - q - dt * qd) - lkd * qd
+        h = h + dt * lkd + dt * dt * lke
+    return f, h
+
+
+@wp.func
+def rotate_by(w: wp.vec3, dt: float) -> wp.quat:
+    """The rotation ``exp(dt w)`` of angular velocity ``w`` [rad/s] over ``dt`` [s]."""
+    angle = wp.length(w) * dt
+    if angle < 1.0e-12:
+        return wp.quat_identity()
+    return wp.quat_from_axis_angle(wp.normalize(w), angle)
+
+
+@wp.func
+def integrate_joint(
+    j: int,
+    dt: float,
+    angular_damping: float,
+    joint_type: wp.array(dtype=wp.int32),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    body_com: wp.array(dtype=wp.vec3),
+    joint_q_in: wp.array(dtype=float),
+    joint_qd_new: wp.array(dtype=float),
+    joint_q_out: wp.array(dtype=float),
+    joint_qd_out: wp.array(dtype=float),
+):
+    """Semi-implicit Euler position update of joint ``j`` with the new velocities.
+
+    Scalar coordinates: ``q += dt qd``. BALL: ``R <- exp(dt w) R`` (``w`` in the parent anchor
+    frame). FREE-like: the COM moves by ``dt v`` and the rotation as for BALL; the stored
+    position (child anchor origin) follows from both. ``angular_damping`` [1/s] scales the
+    angular velocity of FREE-like joints by ``max(1 - angular_damping dt, 0)``.
+    """
+    qs = joint_q_start[j]
+    ds = joint_qd_start[j]
+    de = joint_qd_start[j + 1]
+    jt = joint_type[j]
+    if jt == JT_BALL:
+        w = wp.vec3(joint_qd_new[ds], joint_qd_new[ds + 1], joint_qd_new[ds + 2])
+        r = wp.quat(joint_q_in[qs], joint_q_in[qs + 1], joint_q_in[qs + 2], joint_q_in[qs + 3])
+        r = wp.normalize(rotate_by(w, dt) * r)
+        for k in range(4):
+            joint_q_out[qs + k] = r[k]
+        for k in range(3):
+            joint_qd_out[ds + k] = w[k]
+    elif jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
+        v = wp.vec3(joint_qd_new[ds], joint_qd_new[ds + 1], joint_qd_new[ds + 2])
+        w = wp.vec3(joint_qd_new[ds + 3], joint_qd_new[ds + 4], joint_qd_new[ds + 5])
+        w = w * wp.max(1.0 - angular_damping * dt, 0.0)
+        t = wp.vec3(joint_q_in[qs], joint_q_in[qs + 1], joint_q_in[qs + 2])
+        r = wp.quat(joint_q_in[qs + 3], joint_q_in[qs + 4], joint_q_in[qs + 5], joint_q_in[qs + 6])
+        r = wp.normalize(r)
+        # child COM in the child anchor frame
+        c_J = wp.transform_point(wp.transform_inverse(joint_X_c[j]), body_com[joint_child[j]])
+        com = t + wp.quat_rotate(r, c_J) + v * dt
+        r_new = wp.normalize(rotate_by(w, dt) * r)
+        t_new = com - wp.quat_rotate(r_new, c_J)
+        for k in range(3):
+            joint_q_out[qs + k] = t_new[k]
+            joint_qd_out[ds + k] = v[k]
+            joint_qd_out[ds + 3 + k] = w[k]
+        for k in range(4):
+            joint_q_out[qs + 3 + k] = r_new[k]
+    else:
+        for i in range(de - ds):
+            qd = joint_qd_new[ds + i]
+            joint_qd_out[ds + i] = qd
+            joint_q_out[qs + i] = joint_q_in[qs + i] + dt * qd
+
+
+@wp.kernel
+def articulation_step_kernel(
+    # Model:
+    art_start: wp.array(dtype=wp.int32),
+    art_end: wp.array(dtype=wp.int32),
+    joint_order: wp.array(dtype=wp.int32),
+    joint_type: wp.array(dtype=wp.int32),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_ancestor: wp.array(dtype=wp.int32),
+    joint_articulation: wp.array(dtype=wp.int32),
+    joint_world: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_dof_dim: wp.array2d(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_armature: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_stiffness: wp.array(dtype=float),
+    joint_rest_q: wp.array(dtype=float),
+    joint_target_mode: wp.array(dtype=wp.int32),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_effort_limit: wp.array(dtype=float),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    body_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    gravity: wp.array(dtype=wp.vec3),
+    # Solver tables (per DOF):
+    dof_mimic_ref: wp.array(dtype=wp.int32),
+    dof_mimic_coeffs: wp.array(dtype=wp.vec2),
+    dof_mimic_ref_q: wp.array(dtype=wp.int32),
+    dof_scalar: wp.array(dtype=wp.int32),
+    # Options:
+    dt: float,
+    angular_damping: float,
+    mass_matrix_interval: int,
+    use_body_f: int,
+    use_contact_f: int,
+    # State in:
+    joint_q_in: wp.array(dtype=float),
+    joint_qd_in: wp.array(dtype=float),
+    body_f_in: wp.array(dtype=wp.spatial_vector),
+    body_f_contact_in: wp.array(dtype=wp.spatial_vector),
+    # Control:
+    joint_f: wp.array(dtype=float),
+    joint_target_q: wp.array(dtype=float),
+    joint_target_qd: wp.array(dtype=float),
+    # Scratch:
+    S: wp.array(dtype=wp.spatial_vector),
+    Ic: wp.array(dtype=wp.spatial_matrix),
+    V: wp.array(dtype=wp.spatial_vector),
+    A: wp.array(dtype=wp.spatial_vector),
+    F: wp.array(dtype=wp.spatial_vector),
+    M: wp.array3d(dtype=float),
+    L: wp.array3d(dtype=float),
+    tau: wp.array(dtype=float),
+    qd_new: wp.array(dtype=float),
+    step_count: wp.array(dtype=wp.int32),
+    # State out:
+    joint_q_out: wp.array(dtype=float),
+    joint_qd_out: wp.array(dtype=float),
+    body_q_out: wp.array(dtype=wp.transform),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
+):
+    a = wp.tid()
+    js = art_start[a]
+    je = art_end[a]
+    d0 = joint_qd_start[joint_order[js]]
+    n = int(0)
+    for jj in range(js, je):
+        j = joint_order[jj]
+        if joint_qd_start[j] < d0:
+            d0 = joint_qd_start[j]
+        n = n + joint_qd_start[j + 1] - joint_qd_start[j]
+
+    # 1. forward kinematics of the input coordinates (poses and COM twists in body_q_out/body_qd_out)
+    for jj in range(js, je):
+        fk_joint(joint_order[jj], joint_type, joint_parent, joint_child, joint_X_p, joint_X_c, joint_q_start,
+                 joint_qd_start, joint_dof_dim, joint_axis, body_com, joint_q_in, joint_qd_in, body_q_out,
+                 body_qd_out)  # fmt: skip
+
+    origin = wp.transform_get_translation(body_q_out[joint_child[joint_order[js]]])
+    world = wp.max(joint_world[joint_order[js]], 0)
+    a_base = spatial(-gravity[world], wp.vec3(0.0))
+    count = step_count[a]
+    step_count[a] = count + 1
+    rebuild_M = (count % mass_matrix_interval) == 0
+
+    # 2. forward pass: subspaces, velocities, accelerations (gravity as base acceleration),
+    #    net body wrenches minus external wrenches
+    for jj in range(js, je):
+        j = joint_order[jj]
+        c = joint_child[j]
+        vJ, kappa = joint_subspace(j, origin, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c,
+                                   joint_q_start, joint_qd_start, joint_dof_dim, joint_axis, body_q_out, body_com,
+                                   joint_q_in, joint_qd_in, 1, S)  # fmt: skip
+        X_WC = body_q_out[c]
+        com_c = wp.transform_point(X_WC, body_com[c]) - origin
+        Ib = body_spatial_inertia(body_mass[c], com_c, world_inertia(X_WC, body_inertia[c]))
+        Ic[c] = Ib
+        Vp = wp.spatial_vector()
+        Ap = a_base
+        if in_articulation(joint_ancestor[j], a, joint_articulation):
+            Vp = V[joint_parent[j]]
+            Ap = A[joint_parent[j]]
+        Vc = Vp + vJ
+        Ac = Ap + twist_cross(Vc, vJ) + kappa
+        V[c] = Vc
+        A[c] = Ac
+        f_ext = wp.spatial_vector()
+        if use_body_f != 0:
+            bf = body_f_in[c]
+            f_ext = f_ext + com_wrench_about(lin(bf), ang(bf), com_c)
+        if use_contact_f != 0:
+            cf = body_f_contact_in[c]
+            f_ext = f_ext + com_wrench_about(lin(cf), ang(cf), com_c)
+        jt = joint_type[j]
+        if jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
+            # Control.joint_f of a FREE joint: world wrench (force, torque) at the child's COM
+            ds = joint_qd_start[j]
+            f_j = wp.vec3(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2])
+            t_j = wp.vec3(joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5])
+            f_ext = f_ext + com_wrench_about(f_j, t_j, com_c)
+        F[c] = Ib * Ac + wrench_cross(Vc, Ib * Vc) - f_ext
+
+    # 3. backward pass: bias forces projected on the joint axes; composite inertias
+    for jr in range(je - js):
+        j = joint_order[je - 1 - jr]
+        c = joint_child[j]
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            tau[i] = -wp.dot(S[i], F[c])
+        if in_articulation(joint_ancestor[j], a, joint_articulation):
+            p = joint_parent[j]
+            F[p] = F[p] + F[c]
+            if rebuild_M:
+                Ic[p] = Ic[p] + Ic[c]
+
+    # 4. composite-rigid-body mass matrix (with armature), kept between rebuilds
+    if rebuild_M:
+        for r in range(n):
+            for k in range(n):
+                M[a, r, k] = 0.0
+        assemble_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_ancestor, joint_articulation,
+                             joint_qd_start, joint_armature, 1.0, S, Ic, M)  # fmt: skip
+    for r in range(n):
+        for k in range(n):
+            L[a, r, k] = M[a, r, k]
+
+    # 5. joint-space forces: Control.joint_f (non-FREE), springs, damping (implicit), drives and limits
+    for jj in range(js, je):
+        j = joint_order[jj]
+        jt = joint_type[j]
+        qs = joint_q_start[j]
+        ds = joint_qd_start[j]
+        if jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
+            continue
+        for k in range(joint_qd_start[j + 1] - ds):
+            i = ds + k
+            li = i - d0
+            qd = joint_qd_in[i]
+            f = joint_f[i] - joint_damping[i] * qd
+            h = dt * joint_damping[i]
+            if dof_scalar[i] != 0:
+                q = joint_q_in[qs + k]
+                f = f + joint_stiffness[i] * (joint_rest_q[qs + k] - q)
+                fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
+                                               joint_effort_limit, joint_limit_lower, joint_limit_upper,
+                                               joint_limit_ke, joint_limit_kd, joint_target_q[i],
+                                               joint_target_qd[i])  # fmt: skip
+                f = f + fd
+                h = h + hd
+            tau[i] = tau[i] + f
+            L[a, li, li] = L[a, li, li] + h
+
+    # 6. mimic reduction: follower DOF f = c0 + c1 ref moves with its reference, so its row and
+    #    column fold into the reference's (T^T M T, T^T tau) and it is solved as qdd_f = 0 here
+    for i in range(d0, d0 + n):
+        r = dof_mimic_ref[i]
+        if r >= 0:
+            c1 = dof_mimic_coeffs[i][1]
+            li = i - d0
+            lr = r - d0
+            tau[r] = tau[r] + c1 * tau[i]
+            for k in range(n):
+                L[a, lr, k] = L[a, lr, k] + c1 * L[a, li, k]
+            for k in range(n):
+                L[a, k, lr] = L[a, k, lr] + c1 * L[a, k, li]
+            for k in range(n):
+                L[a, li, k] = 0.0
+                L[a, k, li] = 0.0
+            L[a, li, li] = 1.0
+            tau[i] = 0.0
+    # kinematic bodies: their joint DOFs keep the prescribed velocity (qdd = 0)
+    for jj in range(js, je):
+        j = joint_order[jj]
+        if (body_flags[joint_child[j]] & BODY_KINEMATIC) != 0:
+            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                li = i - d0
+                for k in range(n):
+                    L[a, li, k] = 0.0
+                    L[a, k, li] = 0.0
+                L[a, li, li] = 1.0
+                tau[i] = 0.0
+
+    # 7. dense Cholesky L L^T = M (lower triangle, in place), then solve for qdd (in tau)
+    for i in range(n):
+        for k in range(i + 1):
+            s = L[a, i, k]
+            for m in range(k):
+                s = s - L[a, i, m] * L[a, k, m]
+            if i == k:
+                L[a, i, i] = wp.sqrt(wp.max(s, 1.0e-12))
+            else:
+                L[a, i, k] = s / L[a, k, k]
+    for i in range(n):
+        s = tau[d0 + i]
+        for m in range(i):
+            s = s - L[a, i, m] * tau[d0 + m]
+        tau[d0 + i] = s / L[a, i, i]
+    for ir in range(n):
+        i = n - 1 - ir
+        s = tau[d0 + i]
+        for m in range(i + 1, n):
+            s = s - L[a, m, i] * tau[d0 + m]
+        tau[d0 + i] = s / L[a, i, i]
+    for i in range(d0, d0 + n):
+        r = dof_mimic_ref[i]
+        if r >= 0:
+            tau[i] = dof_mimic_coeffs[i][1] * tau[r]
+
+    # 8. semi-implicit Euler: velocities first, then positions on the joint manifold
+    for i in range(d0, d0 + n):
+        qd_new[i] = joint_qd_in[i] + dt * tau[i]
+    for jj in range(js, je):
+        integrate_joint(joint_order[jj], dt, angular_damping, joint_type, joint_X_c, joint_child, joint_q_start,
+                        joint_qd_start, body_com, joint_q_in, qd_new, joint_q_out, joint_qd_out)  # fmt: skip
+    # mimic followers: exact position relation with the integrated reference
+    for jj in range(js, je):
+        j = joint_order[jj]
+        qs = joint_q_start[j]
+        ds = joint_qd_start[j]
+        for k in range(joint_qd_start[j + 1] - ds):
+            r = dof_mimic_ref[ds + k]
+            if r >= 0:
+                mc = dof_mimic_coeffs[ds + k]
+                joint_q_out[qs + k] = mc[0] + mc[1] * joint_q_out[dof_mimic_ref_q[ds + k]]
+                joint_qd_out[ds + k] = mc[1] * joint_qd_out[r]
+
+    # 9. forward kinematics of the result
+    for jj in range(js, je):
+        fk_joint(joint_order[jj], joint_type, joint_parent, joint_child, joint_X_p, joint_X_c, joint_q_start,
+                 joint_qd_start, joint_dof_dim, joint_axis, body_com, joint_q_out, joint_qd_out, body_q_out,
+                 body_qd_out)  # fmt: skip
+
+
+@wp.kernel
+def write_spatial_force(f: wp.array(dtype=wp.vec3), n: int, out: wp.array(dtype=wp.spatial_vector)):
+    """``out[k] = (f[k], 0)`` for the first ``n`` contacts, zero after."""
+    k = wp.tid()
+    if k < n:
+        out[k] = wp.spatial_vector(f[k], wp.vec3(0.0))
+    else:
+        out[k] = wp.spatial_vector()
