@@ -36,8 +36,9 @@ SHALLOW = 0.02
 D_TOL_DEEP = 2.0e-3
 #: fraction of deep poses (d_mj < -SHALLOW) matching within D_TOL_DEEP
 DEEP_MATCH = 0.9
-#: convex mesh vs convex mesh: the refinement seeds (shape axes) are not hull face normals
-DEEP_MATCH_MESH_MESH = 0.8
+#: convex mesh vs convex mesh: hull face normals seed the refinement (measured 0.98; the misses
+#: are edge-edge minima that no face seed reaches)
+DEEP_MATCH_MESH_MESH = 0.95
 #: normals of the deepest contact where |d_mj| > 1e-3: dot(n, n_mj) >= N_DOT
 N_DOT = 0.99
 #: admission: a contact exists iff d_mj <= gap (+- ADMIT_TOL)
@@ -340,3 +341,23 @@ def test_margin_gap_semantics_convex():
             assert abs(res["d"][0] - 0.005) < 1e-5
             c = res["contacts"]
             assert abs(c.rigid_contact_margin0.numpy()[0] - 0.01) < 1e-7
+
+
+def test_hull_face_normals_seed_data():
+    """The hull face normals stored for convex meshes (deep-penetration seeds): a box hull with
+    interior points has its 6 face normals; a tetrahedron its 4 outward normals."""
+    from armillary.geometry.mesh_collision import hull_face_normals
+
+    box = newton.Mesh.create_box(0.3, 0.2, 0.1).vertices
+    pts = np.concatenate([box, np.random.default_rng(0).uniform(-0.05, 0.05, (5, 3))])
+    fn = hull_face_normals(pts)
+    assert len(fn) == 6
+    np.testing.assert_allclose(np.sort(np.abs(fn).max(axis=1)), 1.0, atol=1e-6)
+    np.testing.assert_allclose(fn.sum(axis=0), 0.0, atol=1e-6)
+    tet = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
+    fn = hull_face_normals(tet)
+    assert len(fn) == 4
+    c = tet.mean(axis=0)
+    for nrm in fn:
+        face = tet[np.abs((tet - c) @ nrm - ((tet - c) @ nrm).max()) < 1e-6]
+        assert len(face) == 3  # the normal points away from the centroid, toward its face

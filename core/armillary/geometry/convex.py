@@ -28,7 +28,7 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 from .gjk import gjk
 from .mpr import mpr
 from .primitives import any_perpendicular
-from .support import ConvexGeo, core_radius, mat83f, shape_scale_len, support_feature, support_world
+from .support import CONVEX_MESH, ConvexGeo, core_radius, mat83f, shape_scale_len, support_feature, support_world
 
 mat163 = wp.types.matrix(shape=(16, 3), dtype=wp.float32)
 vec4i_f = wp.types.vector(length=4, dtype=wp.float32)
@@ -41,6 +41,9 @@ PEN_CLEARANCE = wp.constant(0.05)
 CORE_TOUCH = wp.constant(1.0e-6)
 #: parallel-edge test for edge-edge manifolds (sine of the angle)
 EDGE_PARALLEL_SIN = wp.constant(0.02)
+
+
+mat33 = wp.types.matrix(shape=(3, 3), dtype=wp.float32)
 
 
 @wp.func(inline=False)
@@ -63,9 +66,9 @@ def convex_distance(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3)
         pa = support_world(gA, verts, n, 0)
         pb = support_world(gB, verts, -n, 0)
         depth = wp.dot(n, pa - pb)
-    # seeds: the MPR normal and the local axes of both shapes (face normals of boxes,
-    # cylinder / cone axes); the refinement starts from the MPR normal and from the seed
-    # with the smallest support overlap
+    # seeds: the MPR normal, the local axes of both shapes (face normals of boxes, cylinder /
+    # cone axes) and the hull face normals of convex meshes; the refinement starts from the MPR
+    # normal and from the seed with the smallest support overlap
     qA = wp.transform_get_rotation(gA.X)
     qB = wp.transform_get_rotation(gB.X)
     seed = n
@@ -82,12 +85,37 @@ def convex_distance(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3)
         if hk < hbest:
             hbest = hk
             seed = dirk
-    for run in range(2):
+    # convex meshes: their hull face normals (separating-axis candidates of polyhedra); the
+    # best face of each mesh seeds one more refinement
+    fseed = mat33()
+    fh = wp.vec3(1.0e30)
+    for side in range(2):
+        g = gA
+        sgn = float(1.0)
+        if side == 1:
+            g = gB
+            sgn = -1.0  # a face normal of B points from B toward A
+        if g.t == CONVEX_MESH:
+            q = wp.transform_get_rotation(g.X)
+            f0 = g.vstart + g.vcount
+            for k in range(g.fcount):
+                nl = verts[f0 + k]
+                # normals transform with the inverse scale (also for mirrored scales)
+                dirk = sgn * wp.quat_rotate(q, wp.normalize(wp.vec3(nl[0] / g.s[0], nl[1] / g.s[1], nl[2] / g.s[2])))
+                hk = wp.dot(dirk, support_world(gA, verts, dirk, 0) - support_world(gB, verts, -dirk, 0))
+                if hk < fh[side]:
+                    fh[side] = hk
+                    fseed[side] = dirk
+    for run in range(4):
         cur = n
         if run == 1:
             cur = seed
             if hbest >= depth:
-                break
+                continue
+        elif run >= 2:
+            if fh[run - 2] >= 1.0e29:
+                continue
+            cur = fseed[run - 2]
         dr, nr, ar, br = refine_penetration(gA, gB, verts, cur, rA, rB, scale)
         if dr < depth:
             depth = dr

@@ -17,6 +17,7 @@ import warp as wp
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
+from .gjk import tri_closest_bary
 from .support import TRIANGLE, ConvexGeo, support_world
 
 
@@ -25,6 +26,7 @@ class GeoBuffers:
     verts: wp.array(dtype=wp.vec3)
     vstart: wp.array(dtype=int)
     vcount: wp.array(dtype=int)
+    fcount: wp.array(dtype=int)  # hull face normals stored after each convex mesh's vertices
     mesh_id: wp.array(dtype=wp.uint64)
     hf_data: wp.array(dtype=float)
     hf_start: wp.array(dtype=int)
@@ -57,6 +59,40 @@ def triangle_edge_flags(vertices, indices) -> np.ndarray:
             if not others or any(float(nt[t] @ nt[o]) < FLAT_EDGE_COS for o in others):
                 flags[t] |= 1 << e
     return flags
+
+
+#: hull face normals are computed (brute force over vertex triples) for hulls up to this size
+HULL_FACE_MAX_VERTICES = 64
+
+
+def hull_face_normals(vertices) -> np.ndarray:
+    """Unit outward normals of the faces of the convex hull of ``vertices`` (deduplicated),
+    float32 ``(F, 3)``; empty for hulls above :data:`HULL_FACE_MAX_VERTICES` vertices or
+    degenerate (flat) point sets. Used as separating-direction seeds for deep penetration."""
+    v = np.asarray(vertices, np.float64).reshape(-1, 3)
+    n = len(v)
+    if n < 4 or n > HULL_FACE_MAX_VERTICES:
+        return np.zeros((0, 3), np.float32)
+    size = float(np.ptp(v, axis=0).max())
+    if size <= 0.0:
+        return np.zeros((0, 3), np.float32)
+    i, j, k = np.array([t for t in __import__("itertools").combinations(range(n), 3)]).T
+    nrm = np.cross(v[j] - v[i], v[k] - v[i])
+    ln = np.linalg.norm(nrm, axis=1)
+    ok = ln > 1e-9 * size * size
+    nrm = nrm[ok] / ln[ok, None]
+    i = i[ok]
+    h = (v @ nrm.T) - np.einsum("ij,ij->i", v[i], nrm)[None, :]  # (vertices, planes)
+    tol = 1e-6 * size
+    pos = (h > tol).any(axis=0)
+    neg = (h < -tol).any(axis=0)
+    keep = pos ^ neg  # every vertex on one side (and not all on the plane)
+    out = np.where(pos[keep, None], -nrm[keep], nrm[keep])
+    uniq = []
+    for x in out:
+        if not any(float(x @ u) > 1.0 - 1e-6 for u in uniq):
+            uniq.append(x)
+    return np.asarray(uniq, np.float32).reshape(-1, 3)
 
 
 @wp.func
@@ -101,6 +137,7 @@ def tri_geo(X: wp.transform, p0: wp.vec3, p1: wp.vec3, p2: wp.vec3):
     g.s = wp.vec3(1.0)
     g.vstart = 0
     g.vcount = 0
+    g.fcount = 0
     g.p0 = p0
     g.p1 = p1
     g.p2 = p2
@@ -130,6 +167,7 @@ def build_geo_buffers(model):
     m = max(n, 1)
     vstart = np.zeros(m, np.int32)
     vcount = np.zeros(m, np.int32)
+    fcount = np.zeros(m, np.int32)
     mesh_ids = np.zeros(m, np.uint64)
     hf_start = np.zeros(m, np.int32)
     hf_dims = np.zeros((m, 4), np.float32)
@@ -137,6 +175,7 @@ def build_geo_buffers(model):
     total = htotal = ftotal = 0
     tri_start = np.zeros(m, np.int32)
     fl_cache = {}
+    hull_cache = {}
     keep = []
     bvh = {}
     for s in range(n):
@@ -146,9 +185,12 @@ def build_geo_buffers(model):
             v = np.asarray(getattr(src, "vertices", np.zeros((0, 3))), dtype=np.float32).reshape(-1, 3)
             if len(v) == 0:
                 raise ValueError(f"CollisionPipeline: convex mesh shape {s} has no vertices")
-            vstart[s], vcount[s] = total, len(v)
-            chunks.append(v)
-            total += len(v)
+            if id(src) not in hull_cache:  # shared sources (replicated worlds) stored once
+                fn = hull_face_normals(v)
+                hull_cache[id(src)] = (total, len(v), len(fn))
+                chunks += [v, fn]
+                total += len(v) + len(fn)
+            vstart[s], vcount[s], fcount[s] = hull_cache[id(src)]
         elif t == int(GeoType.MESH):
             key = id(src)
             if key not in bvh:
@@ -173,6 +215,7 @@ def build_geo_buffers(model):
     g.verts = wp.array(np.concatenate(chunks) if chunks else np.zeros((1, 3), np.float32), dtype=wp.vec3, device=dev)
     g.vstart = wp.array(vstart, dtype=int, device=dev)
     g.vcount = wp.array(vcount, dtype=int, device=dev)
+    g.fcount = wp.array(fcount, dtype=int, device=dev)
     g.mesh_id = wp.array(mesh_ids, dtype=wp.uint64, device=dev)
     g.hf_data = wp.array(np.concatenate(hchunks) if hchunks else np.zeros(1, np.float32), dtype=float, device=dev)
     g.hf_start = wp.array(hf_start, dtype=int, device=dev)
@@ -186,3 +229,119 @@ def build_geo_buffers(model):
     except AttributeError:
         pass
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# soft (particle) contacts against triangle meshes and heightfields
+
+
+@wp.func
+def point_triangle_signed(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3):
+    """Signed distance, closest point and outward normal of point ``p`` against triangle abc.
+
+    The side comes from the CCW face normal ``(b - a) x (c - a)``: a point behind the face
+    (inside the solid) gets a negative distance and the normal still points out of the solid.
+    """
+    l = tri_closest_bary(a - p, b - p, c - p)
+    q = l[0] * a + l[1] * b + l[2] * c
+    diff = p - q
+    dist = wp.length(diff)
+    nt = wp.cross(b - a, c - a)
+    ln = wp.length(nt)
+    if ln > 0.0:
+        nt = nt / ln
+    else:
+        nt = wp.vec3(0.0, 0.0, 1.0)
+    side = wp.dot(diff, nt)
+    if (l[0] > 0.0 and l[1] > 0.0 and l[2] > 0.0) or dist < 1.0e-9:
+        # face interior: the face normal (exact, no cancellation in p - q)
+        if side >= 0.0:
+            return wp.abs(side), q, nt
+        return -wp.abs(side), q, nt
+    if side >= 0.0:
+        return dist, q, diff / dist
+    return -dist, q, -diff / dist
+
+
+@wp.func
+def keep_closer(d: float, best: float):
+    """Whether a candidate at signed distance ``d`` beats ``best``: smaller |d|; on (near) ties,
+    the outside candidate (shared edges / vertices of adjacent faces)."""
+    if wp.abs(d) < wp.abs(best) - 1.0e-7:
+        return True
+    return wp.abs(d) <= wp.abs(best) + 1.0e-7 and d > best
+
+
+@wp.func
+def soft_mesh_closest(geo: GeoBuffers, shape: int, sM: wp.vec3, lp: wp.vec3, rng: float):
+    """Closest triangle-mesh feature to the point ``lp`` (shape-local, scaled frame) within ``rng``.
+
+    Returns (found, signed distance, closest point, outward normal), all in the scaled local
+    frame. The triangles overlapping the query box come from the mesh BVH
+    (``wp.mesh_query_aabb`` in unscaled coordinates); distances are exact for any scale."""
+    mesh_id = geo.mesh_id[shape]
+    mesh = wp.mesh_get(mesh_id)
+    a = wp.vec3(
+        (lp[0] - rng) / sM[0], (lp[1] - rng) / sM[1], (lp[2] - rng) / sM[2])
+    b = wp.vec3(
+        (lp[0] + rng) / sM[0], (lp[1] + rng) / sM[1], (lp[2] + rng) / sM[2])
+    q = wp.mesh_query_aabb(mesh_id, wp.min(a, b), wp.max(a, b))
+    f = int(0)
+    found = int(0)
+    best = float(1.0e30)
+    cl = wp.vec3(0.0)
+    nl = wp.vec3(0.0, 0.0, 1.0)
+    mirror = sM[0] * sM[1] * sM[2] < 0.0
+    while wp.mesh_query_aabb_next(q, f):
+        p0 = wp.cw_mul(mesh.points[mesh.indices[3 * f]], sM)
+        p1 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 1]], sM)
+        p2 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 2]], sM)
+        if mirror:
+            tmp = p1
+            p1 = p2
+            p2 = tmp
+        d, c, n = point_triangle_signed(lp, p0, p1, p2)
+        if wp.abs(d) <= rng and (found == 0 or keep_closer(d, best)):
+            found = 1
+            best = d
+            cl = c
+            nl = n
+    return found, best, cl, nl
+
+
+@wp.func
+def soft_hfield_closest(geo: GeoBuffers, shape: int, sH: wp.vec3, lp: wp.vec3, rng: float):
+    """Closest heightfield surface point to ``lp`` (shape-local, scaled frame) within ``rng``,
+    over the two CCW triangles of every grid cell under the query box; solid below."""
+    dims = geo.hf_dims[shape]
+    nrow = int(dims[0])
+    ncol = int(dims[1])
+    dx = 2.0 * dims[2] / float(ncol - 1)
+    dy = 2.0 * dims[3] / float(nrow - 1)
+    j0 = wp.max(int(wp.floor(((lp[0] - rng) / sH[0] + dims[2]) / dx)), 0)
+    j1 = wp.min(int(wp.floor(((lp[0] + rng) / sH[0] + dims[2]) / dx)), ncol - 2)
+    i0 = wp.max(int(wp.floor(((lp[1] - rng) / sH[1] + dims[3]) / dy)), 0)
+    i1 = wp.min(int(wp.floor(((lp[1] + rng) / sH[1] + dims[3]) / dy)), nrow - 2)
+    found = int(0)
+    best = float(1.0e30)
+    cl = wp.vec3(0.0)
+    nl = wp.vec3(0.0, 0.0, 1.0)
+    for i in range(i0, i1 + 1):
+        for j in range(j0, j1 + 1):
+            a = hf_point(geo, shape, sH, i, j)
+            b = hf_point(geo, shape, sH, i, j + 1)
+            c = hf_point(geo, shape, sH, i + 1, j + 1)
+            e = hf_point(geo, shape, sH, i + 1, j)
+            for k in range(2):
+                p1 = b
+                p2 = c
+                if k == 1:
+                    p1 = c
+                    p2 = e
+                d, q, n = point_triangle_signed(lp, a, p1, p2)
+                if wp.abs(d) <= rng and (found == 0 or keep_closer(d, best)):
+                    found = 1
+                    best = d
+                    cl = q
+                    nl = n
+    return found, best, cl, nl

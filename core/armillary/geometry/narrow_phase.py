@@ -16,7 +16,13 @@ the device-side pair count), orders each pair by (geometry type, shape index) an
 
 Contacts are appended through :func:`emit`, which applies the margin/gap admission test
 ``d <= g`` (``d`` measured between margin-shifted surfaces, ``g = gap_a + gap_b``, or the
-speculative ``max(g, min(v dt, e_max))``).
+speculative ``max(g, min(v dt, e_max))``). For MESH / HFIELD pairs with reduction enabled
+(``ContactOut.red_*`` slots present) admitted contacts go to the pair's slot block instead and
+:func:`reduce_end` writes the reduced set (deepest + extremal along 6 in-plane directions).
+
+Soft contacts (:func:`soft_contact_kernel`): analytic for PLANE / SPHERE / CAPSULE / BOX, the
+particle center as a point through GJK / MPR for the other convex types, and the closest
+triangle (BVH / grid query, :func:`.mesh_collision.soft_mesh_closest`) for MESH / HFIELD.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from .primitives import (
     vec4f,
 )
 from .convex import convex_distance, convex_manifold, mat163, select4, to2d, vec16f
-from .mesh_collision import GeoBuffers, build_geo_buffers, hf_point, local_aabb, tri_geo, world_aabb
+from .mesh_collision import (GeoBuffers, build_geo_buffers, hf_point, local_aabb, soft_hfield_closest,
+                             soft_mesh_closest, tri_geo, world_aabb)
 from .support import ConvexGeo, core_radius, shape_center, support_feature, support_world
 
 PLANE = wp.constant(int(GeoType.PLANE))
@@ -63,7 +70,7 @@ COLLIDE_PARTICLES = wp.constant(int(ShapeFlags.COLLIDE_PARTICLES))
 SUPPORTED_TYPES = (int(GeoType.PLANE), int(GeoType.SPHERE), int(GeoType.CAPSULE), int(GeoType.BOX))
 #: shape types that generate soft (particle) contacts
 SOFT_CONTACT_TYPES = SUPPORTED_TYPES + (int(GeoType.ELLIPSOID), int(GeoType.CYLINDER), int(GeoType.CONE),
-                                        int(GeoType.CONVEX_MESH))
+                                        int(GeoType.CONVEX_MESH), int(GeoType.MESH), int(GeoType.HFIELD))
 #: per-pair contact upper bounds of the reference table for the supported pairs
 PAIR_MAX_CONTACTS = {
     (int(GeoType.PLANE), int(GeoType.SPHERE)): 1,
@@ -107,6 +114,19 @@ PAIR_MAX_CONTACTS[(int(GeoType.PLANE), int(GeoType.MESH))] = MESH_PAIR_ESTIMATE
 #: contacts emitted at most per generic convex pair (exact contact + 3 manifold points)
 CONVEX_MANIFOLD_MAX = 4
 
+#: bits of the per-pair sub-key (feature id) in the deterministic sort key
+SUB_KEY_BITS = 24
+SUB_KEY_BITS_C = wp.constant(SUB_KEY_BITS)
+MAX_SUB_KEY = wp.constant((1 << SUB_KEY_BITS) - 1)
+#: candidate slots per reduced mesh / heightfield pair (compacted when full)
+REDUCE_SLOTS = 16
+REDUCE_SLOTS_C = wp.constant(REDUCE_SLOTS)
+#: in-plane directions (60 degrees apart) along which extremal contacts are kept
+REDUCE_DIRS = wp.constant(6)
+#: contacts kept at most per reduced pair: the deepest + one extremal point per direction
+REDUCE_KEEP = 1 + 6
+REDUCE_KEEP_C = wp.constant(REDUCE_KEEP)
+
 
 def convex_mesh_buffers(model):
     """Geometry buffers of the model's convex meshes, triangle meshes and heightfields (a 1-tuple
@@ -131,6 +151,14 @@ class ContactOut:
     sort_value: wp.array(dtype=int)
     capacity: int
     key_shift: int
+    # contact reduction slots (mesh / heightfield pairs); red_fill.shape[0] == 0: no reduction
+    red_pa: wp.array(dtype=wp.vec3)
+    red_pb: wp.array(dtype=wp.vec3)
+    red_n: wp.array(dtype=wp.vec3)
+    red_r: wp.array(dtype=wp.vec3)  # (effective radius a, effective radius b, distance)
+    red_sub: wp.array(dtype=int)
+    red_fill: wp.array(dtype=int)
+    red_blocks: wp.array(dtype=int)
 
 
 @wp.struct
@@ -151,22 +179,13 @@ class PairCtx:
     vB: wp.vec3
     wB: wp.vec3
     comB: wp.vec3
+    red: int  # reduction block of this pair, -1: contacts are written directly
 
 
 @wp.func
-def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float, sub: int):
-    """Append one contact (world core points, normal 0 -> 1, effective radii) if admitted."""
-    d = wp.dot(n, pb - pa) - ra - rb - ctx.mA - ctx.mB
-    thr = ctx.gap
-    if ctx.spec != 0:
-        sa = pa + ra * n
-        sb = pb - rb * n
-        va = ctx.vA + wp.cross(ctx.wA, sa - ctx.comA)
-        vb = ctx.vB + wp.cross(ctx.wB, sb - ctx.comB)
-        v = wp.dot(va - vb, n)
-        thr = wp.max(thr, wp.min(v * ctx.dt, ctx.emax))
-    if d > thr:
-        return
+def write_contact(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float,
+                  sub: int):  # fmt: skip
+    """Append one (admitted) contact to ``out``."""
     idx = wp.atomic_add(out.count, 0, 1)
     if idx >= out.capacity:
         wp.atomic_sub(out.count, 0, 1)  # overflow: drop, keeping count <= capacity
@@ -186,9 +205,112 @@ def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra
     out.margin1[idx] = m1
     out.point_id[idx] = sub
     if out.sort_key.shape[0] > 0:
-        key = (wp.int64(ctx.a) << wp.int64(out.key_shift + 8)) | (wp.int64(ctx.b) << wp.int64(8)) | wp.int64(sub)
+        sk = wp.min(wp.max(sub, 0), MAX_SUB_KEY)
+        sb = wp.int64(SUB_KEY_BITS_C)
+        key = (wp.int64(ctx.a) << (wp.int64(out.key_shift) + sb)) | (wp.int64(ctx.b) << sb) | wp.int64(sk)
         out.sort_key[idx] = key
         out.sort_value[idx] = idx
+
+
+@wp.func
+def reduce_compact(out: ContactOut, blk: int):
+    """Reduce the candidates of reduction block ``blk`` in place to at most REDUCE_KEEP: the
+    deepest one plus the one extremal along each of REDUCE_DIRS directions (60 degrees apart) in
+    the plane normal to the deepest contact's normal; ties go to the lower sub-key, so the
+    result does not depend on the candidate order. Returns the new candidate count."""
+    base = blk * REDUCE_SLOTS_C
+    m = out.red_fill[blk]
+    best = int(0)
+    for i in range(1, m):
+        di = out.red_r[base + i][2]
+        db = out.red_r[base + best][2]
+        if di < db or (di == db and out.red_sub[base + i] < out.red_sub[base + best]):
+            best = i
+    mask = int(1) << best
+    n0 = out.red_n[base + best]
+    u = any_perpendicular(n0)
+    v = wp.cross(n0, u)
+    for k in range(REDUCE_DIRS):
+        ang = float(k) * (2.0 * wp.pi / float(REDUCE_DIRS))
+        dirn = wp.cos(ang) * u + wp.sin(ang) * v
+        bi = int(0)
+        bs = wp.dot(out.red_pa[base], dirn)
+        for i in range(1, m):
+            si = wp.dot(out.red_pa[base + i], dirn)
+            if si > bs or (si == bs and out.red_sub[base + i] < out.red_sub[base + bi]):
+                bs = si
+                bi = i
+        mask = mask | (int(1) << bi)
+    w = int(0)
+    for i in range(m):
+        if (mask & (int(1) << i)) != 0:
+            if i != w:
+                out.red_pa[base + w] = out.red_pa[base + i]
+                out.red_pb[base + w] = out.red_pb[base + i]
+                out.red_n[base + w] = out.red_n[base + i]
+                out.red_r[base + w] = out.red_r[base + i]
+                out.red_sub[base + w] = out.red_sub[base + i]
+            w += 1
+    out.red_fill[blk] = w
+    return w
+
+
+@wp.func
+def reduce_begin(ctx: PairCtx, out: ContactOut):
+    """Claim a reduction block for the current (mesh / heightfield) pair, if reduction is on."""
+    ctx.red = -1
+    if out.red_fill.shape[0] > 0:
+        blk = wp.atomic_add(out.red_blocks, 0, 1)
+        if blk < out.red_fill.shape[0]:
+            out.red_fill[blk] = 0
+            ctx.red = blk
+    return ctx
+
+
+@wp.func
+def reduce_end(ctx: PairCtx, out: ContactOut):
+    """Write the reduced contacts of the current pair."""
+    if ctx.red >= 0:
+        blk = ctx.red
+        m = out.red_fill[blk]
+        if m > 1:
+            m = reduce_compact(out, blk)  # also merges duplicates (shared vertices / edges)
+        base = blk * REDUCE_SLOTS_C
+        for i in range(m):
+            r = out.red_r[base + i]
+            write_contact(ctx, out, out.red_pa[base + i], out.red_pb[base + i], out.red_n[base + i], r[0], r[1],
+                          out.red_sub[base + i])
+
+
+@wp.func
+def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float, sub: int):
+    """Append one contact (world core points, normal 0 -> 1, effective radii) if admitted
+    (into the pair's reduction block when it has one)."""
+    d = wp.dot(n, pb - pa) - ra - rb - ctx.mA - ctx.mB
+    thr = ctx.gap
+    if ctx.spec != 0:
+        sa = pa + ra * n
+        sb = pb - rb * n
+        va = ctx.vA + wp.cross(ctx.wA, sa - ctx.comA)
+        vb = ctx.vB + wp.cross(ctx.wB, sb - ctx.comB)
+        v = wp.dot(va - vb, n)
+        thr = wp.max(thr, wp.min(v * ctx.dt, ctx.emax))
+    if d > thr:
+        return
+    if ctx.red >= 0:
+        blk = ctx.red
+        k = out.red_fill[blk]
+        if k >= REDUCE_SLOTS_C:
+            k = reduce_compact(out, blk)
+        j = blk * REDUCE_SLOTS_C + k
+        out.red_pa[j] = pa
+        out.red_pb[j] = pb
+        out.red_n[j] = n
+        out.red_r[j] = wp.vec3(ra, rb, d)
+        out.red_sub[j] = sub
+        out.red_fill[blk] = k + 1
+        return
+    write_contact(ctx, out, pa, pb, n, ra, rb, sub)
 
 
 @wp.func
@@ -303,13 +425,15 @@ def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp
 
 
 @wp.func
-def make_geo(t: int, X: wp.transform, sc: wp.vec3, s: int, vstart: wp.array(dtype=int), vcount: wp.array(dtype=int)):
+def make_geo(t: int, X: wp.transform, sc: wp.vec3, s: int, vstart: wp.array(dtype=int), vcount: wp.array(dtype=int),
+             fcount: wp.array(dtype=int)):  # fmt: skip
     g = ConvexGeo()
     g.t = t
     g.X = X
     g.s = sc
     g.vstart = vstart[s]
     g.vcount = vcount[s]
+    g.fcount = fcount[s]
     return g
 
 
@@ -335,7 +459,7 @@ def emit_selected(ctx: PairCtx, out: ContactOut, PA: mat163, PB: mat163, cnt: in
         i = int(sel[j])
         if D[i] <= limit:
             if check_plane == 0 or in_plane_bounds(plane_X, plane_scale, PA[i]):
-                sub = wp.min(sub_base + j, 255)
+                sub = sub_base + j
                 ca = PA[i] - rA * n
                 cb = PB[i] + rB * n
                 if swap != 0:
@@ -547,7 +671,7 @@ def collide_plane_mesh_emit(ctx: PairCtx, out: ContactOut, XP: wp.transform, sP:
         if d <= limit:
             pa = v - d * pn
             if in_plane_bounds(XP, sP, pa):
-                emit(ctx, out, pa, v, pn, 0.0, 0.0, wp.min(k, 255))
+                emit(ctx, out, pa, v, pn, 0.0, 0.0, k)
 
 
 @wp.func
@@ -613,6 +737,7 @@ def narrow_phase_kernel(
         ctx.vB = wp.vec3(0.0)
         ctx.wB = wp.vec3(0.0)
         ctx.comB = wp.vec3(0.0)
+        ctx.red = -1
         ext = float(0.0)
         if spec != 0:
             ext = emax
@@ -635,17 +760,20 @@ def narrow_phase_kernel(
             tb == SPHERE or tb == CAPSULE or tb == BOX)
         if not basic:
             verts = geo.verts
-            gB = make_geo(tb, XB, sB, b, geo.vstart, geo.vcount)
-            gA = make_geo(ta, XA, sA, a, geo.vstart, geo.vcount)
-            if tb == MESH:
-                if ta == PLANE:
-                    collide_plane_mesh_emit(ctx, out, XA, sA, XB, sB, geo.mesh_id[b], limit)
+            gB = make_geo(tb, XB, sB, b, geo.vstart, geo.vcount, geo.fcount)
+            gA = make_geo(ta, XA, sA, a, geo.vstart, geo.vcount, geo.fcount)
+            if tb == MESH or ta == MESH or ta == HFIELD:
+                ctx = reduce_begin(ctx, out)
+                if tb == MESH:
+                    if ta == PLANE:
+                        collide_plane_mesh_emit(ctx, out, XA, sA, XB, sB, geo.mesh_id[b], limit)
+                    else:
+                        collide_mesh_convex_emit(ctx, out, XB, sB, b, gA, geo, limit, 1)
+                elif ta == MESH:
+                    collide_mesh_convex_emit(ctx, out, XA, sA, a, gB, geo, limit, 0)
                 else:
-                    collide_mesh_convex_emit(ctx, out, XB, sB, b, gA, geo, limit, 1)
-            elif ta == MESH:
-                collide_mesh_convex_emit(ctx, out, XA, sA, a, gB, geo, limit, 0)
-            elif ta == HFIELD:
-                collide_hfield_convex_emit(ctx, out, XA, sA, a, gB, geo, limit)
+                    collide_hfield_convex_emit(ctx, out, XA, sA, a, gB, geo, limit)
+                reduce_end(ctx, out)
             elif ta == PLANE:
                 collide_plane_convex_emit(ctx, out, XA, sA, gB, verts, limit)
             else:
@@ -813,8 +941,10 @@ def soft_contact_kernel(
         elif t == ELLIPSOID or t == CYLINDER or t == CONE or t == CONVEX_MESH:
             # the particle center as a point (zero-radius sphere) against the convex shape,
             # both in the shape's local frame
-            gS = make_geo(t, wp.transform_identity(), sc, s, geo.vstart, geo.vcount)
+            gS = make_geo(t, wp.transform_identity(), sc, s, geo.vstart, geo.vcount, geo.fcount)
             gP = ConvexGeo()
+            gP.vcount = 0
+            gP.fcount = 0
             gP.t = SPHERE
             gP.X = wp.transform(lp, wp.quat_identity())
             gP.s = wp.vec3(0.0)
@@ -822,6 +952,18 @@ def soft_contact_kernel(
             d = sd
             cl = pa
             nl = n
+        elif t == MESH:
+            found, sd, q, n = soft_mesh_closest(geo, s, sc, lp, particle_radius[pidx] + margin)
+            if found != 0:
+                d = sd
+                cl = q
+                nl = n
+        elif t == HFIELD:
+            found, sd, q, n = soft_hfield_closest(geo, s, sc, lp, particle_radius[pidx] + margin)
+            if found != 0:
+                d = sd
+                cl = q
+                nl = n
         elif t == PLANE:
             inside = True
             if sc[0] > 0.0 and sc[1] > 0.0:

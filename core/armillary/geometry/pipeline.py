@@ -3,7 +3,8 @@
 Launches per :meth:`CollisionPipeline.collide` call: one AABB kernel (which also resets
 the counters), the broad phase (1 launch; SAP: 2 + sort), the narrow phase (1), the soft
 contact kernel when the model has particles and particle-colliding shapes (1), and with
-``deterministic=True`` a radix sort plus one gather kernel; with contact matching
+``deterministic=True`` a radix sort plus one gather kernel (:mod:`.contact_sort`, shared with
+:class:`.NarrowPhase`); with contact matching
 (:mod:`.matching`, implies ``deterministic``) 3 more (sticky: 4), plus a scan and 2 kernels
 for contact reports; with ``requires_grad`` one recorded launch filling the deprecated
 ``rigid_contact_diff_*`` outputs (:mod:`.contact_kinematics`). Nothing syncs with the host,
@@ -26,6 +27,7 @@ from ..sim.enums import GeoType, ShapeFlags
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP, grid_dim
 from .contact_kinematics import contact_kinematics_kernel
 from .matching import ContactMatcher
+from .contact_sort import DeterministicSort, ReductionSlots, alloc_contact_out, set_reduction
 from .narrow_phase import (
     PAIR_MAX_CONTACTS,
     SOFT_CONTACT_TYPES,
@@ -125,28 +127,6 @@ def _aabb_kernel(
         s += stride
 
 
-@wp.kernel
-def _gather_kernel(src: ContactOut, order: wp.array(dtype=int), dst: ContactOut, stride: int):
-    tid = wp.tid()
-    n = wp.min(src.count[0], src.capacity)
-    if tid == 0:
-        dst.count[0] = n
-    i = tid
-    while i < n:
-        j = order[i]
-        dst.shape0[i] = src.shape0[j]
-        dst.shape1[i] = src.shape1[j]
-        dst.point0[i] = src.point0[j]
-        dst.point1[i] = src.point1[j]
-        dst.offset0[i] = src.offset0[j]
-        dst.offset1[i] = src.offset1[j]
-        dst.normal[i] = src.normal[j]
-        dst.margin0[i] = src.margin0[j]
-        dst.margin1[i] = src.margin1[j]
-        dst.point_id[i] = src.point_id[j]
-        i += stride
-
-
 def _type_name(t: int) -> str:
     try:
         return GeoType(int(t)).name
@@ -164,9 +144,22 @@ class CollisionPipeline:
     the grid, with back-face culling (CCW winding). Plane-plane pairs are static-static and never
     collide. Mesh-mesh, mesh-heightfield, plane-heightfield, SDF and hydroelastic pairs raise
     :class:`NotImplementedError` naming the pair at construction. Soft contacts are generated
-    for particles against PLANE, SPHERE, CAPSULE and BOX shapes (analytic) and ELLIPSOID, CYLINDER,
-    CONE and CONVEX_MESH shapes (particle center as a point through GJK / MPR); MESH and HFIELD
-    raise likewise.
+    for particles against PLANE, SPHERE, CAPSULE and BOX shapes (analytic), ELLIPSOID, CYLINDER,
+    CONE and CONVEX_MESH shapes (particle center as a point through GJK / MPR), and MESH and
+    HFIELD shapes (closest triangle to the particle center within radius + gap, from the BVH /
+    the grid cells under it; the CCW front side is outside, a particle behind its closest
+    triangle is inside and gets a negative distance with the normal still pointing out).
+
+    ``reduce_contacts=True`` (default) reduces the contacts of every MESH / HFIELD pair (each
+    overlapping triangle otherwise contributes up to 4) to at most
+    :data:`.narrow_phase.REDUCE_KEEP` (7): the deepest one plus the ones extremal along 6
+    directions (60 degrees apart) in the plane normal to the deepest contact's normal, so the
+    support polygon is kept (ties go to the lower sub-key: the result is order independent).
+    The reduction runs inside the pair's narrow-phase thread on a bounded slot block
+    (:data:`.narrow_phase.REDUCE_SLOTS` candidates, compacted when full); a pair finding no free
+    block (more mesh pairs than estimated with the SAP / NxN broad phases) emits unreduced.
+    Deterministic ordering sorts by (shape_a, shape_b, sub_key) with a 24-bit sub-key
+    (:mod:`.contact_sort`), unique for meshes of up to 2^22 triangles.
     """
 
     @dataclasses.dataclass
@@ -222,8 +215,9 @@ class CollisionPipeline:
                              "'latest' or 'sticky'")  # fmt: skip
         if contact_report and contact_matching == "disabled":
             raise ValueError("CollisionPipeline: contact_report=True requires a non-disabled contact_matching mode")
-        # reduce_contacts / max_triangle_pairs / hashtable factor / dynamic_shape_scale only concern
-        # mesh, heightfield and SDF routes; with primitive pairs only they have nothing to act on.
+        # max_triangle_pairs / hashtable factor / dynamic_shape_scale concern the reference's staged
+        # triangle and SDF routes: here a mesh pair's triangles are processed (and its contacts
+        # reduced, see reduce_contacts) inside the pair's thread, so they have nothing to act on.
         self.reduce_contacts = bool(reduce_contacts)
         self.max_triangle_pairs = max_triangle_pairs
         self.contact_reduction_hashtable_size_factor = float(contact_reduction_hashtable_size_factor)
@@ -357,16 +351,27 @@ class CollisionPipeline:
             self._body_flags = getattr(model, "body_flags", None)
             if self._body_flags is None:
                 self._body_flags = wp.zeros(0, dtype=int)
+            # mesh / heightfield contact reduction: one slot block per mesh / heightfield candidate pair
+            self._reduction = None
+            if self.reduce_contacts:
+                mesh_like = np.isin(types, (int(GeoType.MESH), int(GeoType.HFIELD)))
+                if self.broad_phase_mode == "explicit":
+                    blocks = int(np.count_nonzero(mesh_like[pairs_np[:, 0]] | mesh_like[pairs_np[:, 1]])) if len(
+                        pairs_np) else 0  # fmt: skip
+                else:
+                    blocks = min(int(self.shape_pairs_max), int(np.count_nonzero(mesh_like)) * max(n - 1, 0))
+                if blocks:
+                    self._reduction = ReductionSlots(blocks, dev)
+            # (empty slots: contacts written directly; allocated here, not inside collide)
+            self._slots = self._reduction if self._reduction is not None else ReductionSlots(0, dev)
+            self._sorter = None
             self._key_shift = max(1, int(n).bit_length())
             if self.deterministic:
-                cap = max(self.rigid_contact_max, 1)
-                self._scratch = self._alloc_out(cap)
-                self._sort_key = wp.zeros(2 * cap, dtype=wp.int64)
-                self._sort_value = wp.zeros(2 * cap, dtype=int)
-                self._scratch.sort_key = self._sort_key
-                self._scratch.sort_value = self._sort_value
-                self._key_fill = (1 << (2 * self._key_shift + 8)) - 1
-                self._sort_bits = 2 * self._key_shift + 8
+                self._sorter = DeterministicSort(n, self.rigid_contact_max, dev)
+                self._key_shift = self._sorter.key_shift
+                self._scratch = set_reduction(self._sorter.scratch, self._slots)
+                self._sort_key = self._sorter.sort_key
+                self._key_fill = self._sorter.key_fill
             self._matcher = None
             if self.contact_matching != "disabled":
                 self._matcher = ContactMatcher(model, self.rigid_contact_max, self.contact_matching,
@@ -396,23 +401,7 @@ class CollisionPipeline:
                 "CAPSULE, ELLIPSOID, CYLINDER, BOX, CONE and CONVEX_MESH except PLANE-PLANE")
 
     def _alloc_out(self, cap: int) -> ContactOut:
-        o = ContactOut()
-        o.count = wp.zeros(1, dtype=int)
-        o.shape0 = wp.zeros(cap, dtype=int)
-        o.shape1 = wp.zeros(cap, dtype=int)
-        o.point0 = wp.zeros(cap, dtype=wp.vec3)
-        o.point1 = wp.zeros(cap, dtype=wp.vec3)
-        o.offset0 = wp.zeros(cap, dtype=wp.vec3)
-        o.offset1 = wp.zeros(cap, dtype=wp.vec3)
-        o.normal = wp.zeros(cap, dtype=wp.vec3)
-        o.margin0 = wp.zeros(cap, dtype=float)
-        o.margin1 = wp.zeros(cap, dtype=float)
-        o.point_id = wp.zeros(cap, dtype=int)
-        o.sort_key = wp.zeros(0, dtype=wp.int64)
-        o.sort_value = wp.zeros(0, dtype=int)
-        o.capacity = cap
-        o.key_shift = self._key_shift
-        return o
+        return alloc_contact_out(cap, self._key_shift)
 
     def _contacts_out(self, contacts: Contacts) -> ContactOut:
         o = ContactOut()
@@ -431,7 +420,7 @@ class CollisionPipeline:
         o.sort_value = self._empty_i
         o.capacity = contacts.rigid_contact_max
         o.key_shift = self._key_shift
-        return o
+        return set_reduction(o, self._slots)
 
     # ------------------------------------------------------------------ public API
     def contacts(self) -> Contacts:
@@ -493,6 +482,8 @@ class CollisionPipeline:
                           contacts.contact_generation, sort_key, wp.int64(self._key_fill if self.deterministic else 0),
                           dim],
                   device=dev, record_tape=False)  # fmt: skip
+        if self._reduction is not None:
+            self._reduction.reset()
         if n >= 2:
             common = dict(shape_body=model.shape_body, body_flags=self._body_flags,
                           include_static_kinematic_pairs=self.include_static_kinematic_pairs)  # fmt: skip
@@ -512,12 +503,7 @@ class CollisionPipeline:
                               self._body_com, spec_i, dtv, emax, out, ndim, *convex_mesh_buffers(model)],
                       device=dev, record_tape=False)  # fmt: skip
         if self.deterministic:
-            cap = self._scratch.capacity
-            wp.utils.radix_sort_pairs(self._sort_key, self._sort_value, cap, 0, self._sort_bits)
-            dst = self._contacts_out(contacts)
-            gdim = grid_dim(dev, cap)
-            wp.launch(_gather_kernel, dim=gdim, inputs=[self._scratch, self._sort_value, dst, gdim], device=dev,
-                      record_tape=False)  # fmt: skip
+            self._sorter.sort_into(self._contacts_out(contacts), dev)
         if self._matcher is not None:
             self._matcher.run(model, contacts, body_q)
         contacts._contact_matching_mode = self.contact_matching

@@ -50,6 +50,8 @@ class ConvexGeo:
     s: wp.vec3
     vstart: int
     vcount: int
+    #: convex meshes: hull face normals (unscaled local) stored after the vertices in the buffer
+    fcount: int
     p0: wp.vec3
     p1: wp.vec3
     p2: wp.vec3
