@@ -1,0 +1,1497 @@
+"""Warp kernels of ``SolverXPBD`` (eXtended Position-Based Dynamics in maximal coordinates).
+
+One step (see :class:`armillary_solver_xpbd.solver.SolverXPBD`) is:
+
+1. :func:`integrate_kernel`: predict body and particle poses from velocities, gravity
+   (per world) and external forces; remember the start-of-step poses and velocities;
+   zero the correction accumulators.
+2. ``iterations`` times:
+
+   * :func:`solve_joints_kernel` (one thread per joint, every sub-constraint of a joint
+     solved Gauss-Seidel inside the thread, the result accumulated per body), then
+     :func:`apply_deltas_kernel`;
+   * :func:`solve_contacts_kernel`: one fused launch over every rigid contact, every
+     particle-shape contact, every particle (particle-particle contacts through a
+     ``wp.HashGrid``), every spring, every cloth triangle and every bending edge
+     (Jacobi: corrections are accumulated with atomics together with a per-entity
+     constraint count), then :func:`apply_deltas_kernel`.
+3. :func:`update_velocities_kernel`: velocities from the pose change over the step.
+4. with restitution: :func:`restitution_kernel` + :func:`apply_velocity_deltas_kernel`.
+
+Conventions: ``body_q`` is the body-frame pose, the centre of mass sits at ``body_com``
+in that frame; ``body_qd = (v_com, w)`` both in world frame. All corrections are
+expressed as a COM translation and a world-frame rotation vector.
+
+Rigid-body inverse masses are zero for static shapes (body -1), kinematic bodies,
+bodies with zero inverse mass, and bodies excluded by the optional ownership mask
+(``body_mask``: empty = every body is owned; ``body_mask[b] == 0`` = body ``b`` is
+treated as an infinite-mass collider, its state left to someone else). Particles have
+the same optional ``particle_mask``.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+BODY_KINEMATIC = wp.constant(2)
+PARTICLE_ACTIVE = wp.constant(1)
+
+J_PRISMATIC = wp.constant(0)
+J_REVOLUTE = wp.constant(1)
+J_BALL = wp.constant(2)
+J_FIXED = wp.constant(3)
+J_FREE = wp.constant(4)
+J_DISTANCE = wp.constant(5)
+J_D6 = wp.constant(6)
+
+LIMIT_INF = wp.constant(1.0e9)
+
+
+# --------------------------------------------------------------------------- helpers
+@wp.func
+def world_index(w: int, n: int):
+    return wp.clamp(w, 0, n - 1)
+
+
+@wp.func
+def body_inv_mass_of(
+    b: int,
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+):
+    """Inverse mass used by the constraint solver (0: static, kinematic or not owned)."""
+    if b < 0:
+        return 0.0
+    if (body_flags[b] & BODY_KINEMATIC) != 0:
+        return 0.0
+    if body_mask.shape[0] > 0:
+        if body_mask[b] == 0:
+            return 0.0
+    return body_inv_mass[b]
+
+
+@wp.func
+def body_inv_inertia_of(b: int, inv_m: float, body_inv_inertia: wp.array(dtype=wp.mat33)):
+    if b < 0 or inv_m == 0.0:
+        return wp.mat33(0.0)
+    return body_inv_inertia[b]
+
+
+@wp.func
+def body_com_pose(b: int, body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3)):
+    """(COM position, orientation) of body ``b`` (origin / identity for the world)."""
+    if b < 0:
+        return wp.vec3(0.0), wp.quat_identity()
+    X = body_q[b]
+    return wp.transform_point(X, body_com[b]), wp.transform_get_rotation(X)
+
+
+@wp.func
+def frame_of(x_com: wp.vec3, q: wp.quat, com: wp.vec3):
+    """Body-frame transform from a COM position and orientation."""
+    return wp.transform(x_com - wp.quat_rotate(q, com), q)
+
+
+@wp.func
+def w_lin(inv_m: float, q: wp.quat, I_inv: wp.mat33, r: wp.vec3, n: wp.vec3):
+    """Generalized inverse mass of a body for a positional correction along ``n`` at lever ``r``."""
+    rn = wp.quat_rotate_inv(q, wp.cross(r, n))
+    return inv_m + wp.dot(rn, I_inv * rn)
+
+
+@wp.func
+def w_ang(q: wp.quat, I_inv: wp.mat33, a: wp.vec3):
+    """Generalized inverse mass of a body for a rotation about world axis ``a``."""
+    ab = wp.quat_rotate_inv(q, a)
+    return wp.dot(ab, I_inv * ab)
+
+
+@wp.func
+def rotate_by(q: wp.quat, dth: wp.vec3):
+    """Apply the world-frame rotation vector ``dth`` to ``q`` (first order, renormalised)."""
+    return wp.normalize(q + wp.quat(dth, 0.0) * q * 0.5)
+
+
+@wp.func
+def lin_step(inv_m: float, q: wp.quat, I_inv: wp.mat33, r: wp.vec3, P: wp.vec3):
+    """(COM displacement, world rotation vector) produced by positional impulse ``P`` at lever ``r``."""
+    dth = wp.quat_rotate(q, I_inv * wp.quat_rotate_inv(q, wp.cross(r, P)))
+    return P * inv_m, dth
+
+
+@wp.func
+def ang_step(q: wp.quat, I_inv: wp.mat33, L: wp.vec3):
+    """World rotation vector produced by angular positional impulse ``L``."""
+    return wp.quat_rotate(q, I_inv * wp.quat_rotate_inv(q, L))
+
+
+@wp.func
+def rotation_vector(q_new: wp.quat, q_old: wp.quat):
+    """Rotation vector (world) taking ``q_old`` to ``q_new`` (small-angle form 2 vec(dq))."""
+    dq = q_new * wp.quat_inverse(q_old)
+    v = wp.vec3(dq[0], dq[1], dq[2]) * 2.0
+    if dq[3] < 0.0:
+        v = -v
+    return v
+
+
+@wp.func
+def wrap_angle(a: float):
+    pi = 3.14159265358979
+    r = a
+    if r > pi:
+        r = r - 2.0 * pi
+    if r < -pi:
+        r = r + 2.0 * pi
+    return r
+
+
+@wp.func
+def twist_angle(q_rel: wp.quat, axis: wp.vec3):
+    """Angle of the twist of ``q_rel`` about the unit ``axis`` (in [-pi, pi])."""
+    s = wp.dot(wp.vec3(q_rel[0], q_rel[1], q_rel[2]), axis)
+    return wrap_angle(2.0 * wp.atan2(s, q_rel[3]))
+
+
+@wp.func
+def add_body_delta(
+    b: int,
+    dx: wp.vec3,
+    dth: wp.vec3,
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+):
+    if b >= 0:
+        wp.atomic_add(body_dx, b, dx)
+        wp.atomic_add(body_dth, b, dth)
+
+
+# --------------------------------------------------------------------------- integration
+@wp.kernel
+def integrate_kernel(
+    body_count: int,
+    particle_count: int,
+    dt: float,
+    gravity: wp.array(dtype=wp.vec3),
+    angular_damping: float,
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_f: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_world: wp.array(dtype=wp.int32),
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_qd: wp.array(dtype=wp.vec3),
+    particle_f: wp.array(dtype=wp.vec3),
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+    # scratch (out)
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_qd_prev: wp.array(dtype=wp.spatial_vector),
+    particle_q_prev: wp.array(dtype=wp.vec3),
+    particle_qd_prev: wp.array(dtype=wp.vec3),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    particle_dx: wp.array(dtype=wp.vec3),
+    particle_cnt: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    dof_lambda: wp.array(dtype=float),
+    body_corr_x: wp.array(dtype=wp.vec3),
+    body_corr_th: wp.array(dtype=wp.vec3),
+    particle_corr: wp.array(dtype=wp.vec3),
+    soft_lambda: wp.array(dtype=float),
+    # state out
+    body_q_out: wp.array(dtype=wp.transform),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
+    particle_q_out: wp.array(dtype=wp.vec3),
+    particle_qd_out: wp.array(dtype=wp.vec3),
+):
+    tid = wp.tid()
+    if tid < contact_lambda.shape[0]:
+        contact_lambda[tid] = 0.0
+        contact_impulse[tid] = wp.vec3(0.0)
+    if tid < dof_lambda.shape[0]:
+        dof_lambda[tid] = 0.0
+    if tid < soft_lambda.shape[0]:
+        soft_lambda[tid] = 0.0
+
+    if tid < body_count:
+        X = body_q[tid]
+        qd = body_qd[tid]
+        body_q_prev[tid] = X
+        body_qd_prev[tid] = qd
+        body_dx[tid] = wp.vec3(0.0)
+        body_dth[tid] = wp.vec3(0.0)
+        body_cnt[tid] = 0.0
+        body_corr_x[tid] = wp.vec3(0.0)
+        body_corr_th[tid] = wp.vec3(0.0)
+        q = wp.transform_get_rotation(X)
+        com = body_com[tid]
+        x_com = wp.transform_point(X, com)
+        v = wp.spatial_top(qd)
+        w = wp.spatial_bottom(qd)
+        inv_m = body_inv_mass[tid]
+        kinematic = (body_flags[tid] & BODY_KINEMATIC) != 0
+        owned = True
+        if body_mask.shape[0] > 0:
+            owned = body_mask[tid] != 0
+        if not owned:
+            v = wp.vec3(0.0)
+            w = wp.vec3(0.0)  # left untouched: its owner moves it
+        elif (not kinematic) and inv_m > 0.0:
+            g = gravity[world_index(body_world[tid], gravity.shape[0])]
+            f = wp.vec3(0.0)
+            tau = wp.vec3(0.0)
+            if body_f.shape[0] > tid:
+                f = wp.spatial_top(body_f[tid])
+                tau = wp.spatial_bottom(body_f[tid])
+            v = v + (g + f * inv_m) * dt
+            wb = wp.quat_rotate_inv(q, w)
+            I = body_inertia[tid]
+            tb = wp.quat_rotate_inv(q, tau) - wp.cross(wb, I * wb)
+            wb = wb + (body_inv_inertia[tid] * tb) * dt
+            w = wp.quat_rotate(q, wb) * wp.max(1.0 - angular_damping * dt, 0.0)
+        if owned:
+            x_com = x_com + v * dt
+            q = rotate_by(q, w * dt)
+            body_q_out[tid] = frame_of(x_com, q, com)
+            body_qd_out[tid] = wp.spatial_vector(v, w)
+        else:
+            body_q_out[tid] = X
+            body_qd_out[tid] = qd
+
+    if tid < particle_count:
+        x = particle_q[tid]
+        pv = particle_qd[tid]
+        particle_q_prev[tid] = x
+        particle_qd_prev[tid] = pv
+        particle_dx[tid] = wp.vec3(0.0)
+        particle_cnt[tid] = 0.0
+        particle_corr[tid] = wp.vec3(0.0)
+        active = (particle_flags[tid] & PARTICLE_ACTIVE) != 0
+        if particle_mask.shape[0] > 0:
+            if particle_mask[tid] == 0:
+                active = False  # left untouched: its owner moves it
+        inv_mp = particle_inv_mass[tid]
+        if active and inv_mp > 0.0:
+            g = gravity[world_index(particle_world[tid], gravity.shape[0])]
+            pf = wp.vec3(0.0)
+            if particle_f.shape[0] > tid:
+                pf = particle_f[tid]
+            pv = pv + (g + pf * inv_mp) * dt
+            x = x + pv * dt
+        elif active:
+            x = x + pv * dt
+        particle_q_out[tid] = x
+        particle_qd_out[tid] = pv
+
+
+@wp.kernel
+def joint_force_kernel(
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_dof_dim: wp.array2d(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_f: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_f_out: wp.array(dtype=wp.spatial_vector),
+):
+    """Turn ``Control.joint_f`` into body wrenches (world, about each COM), accumulated atomically."""
+    j = wp.tid()
+    if not joint_enabled[j]:
+        return
+    jt = joint_type[j]
+    p = joint_parent[j]
+    c = joint_child[j]
+    if c < 0:
+        return
+    start = joint_qd_start[j]
+    Xc = body_q[c]
+    xc_com = wp.transform_point(Xc, body_com[c])
+    xp_com = wp.vec3(0.0)
+    Xp = wp.transform_identity()
+    if p >= 0:
+        Xp = body_q[p]
+        xp_com = wp.transform_point(Xp, body_com[p])
+    Xwp = Xp * joint_X_p[j]
+    Xwc = Xc * joint_X_c[j]
+    anchor = wp.transform_get_translation(Xwc)
+    F = wp.vec3(0.0)
+    T = wp.vec3(0.0)
+    if jt == J_FREE or jt == J_DISTANCE:
+        F = wp.vec3(joint_f[start + 0], joint_f[start + 1], joint_f[start + 2])
+        T = wp.vec3(joint_f[start + 3], joint_f[start + 4], joint_f[start + 5])
+        anchor = xc_com
+    else:
+        nl = joint_dof_dim[j, 0]
+        na = joint_dof_dim[j, 1]
+        qp = wp.transform_get_rotation(Xwp)
+        for k in range(nl):
+            F = F + wp.quat_rotate(qp, joint_axis[start + k]) * joint_f[start + k]
+        for k in range(na):
+            T = T + wp.quat_rotate(qp, joint_axis[start + nl + k]) * joint_f[start + nl + k]
+    # the force acts at the joint anchor; torques about the COMs follow
+    wp.atomic_add(body_f_out, c, wp.spatial_vector(F, T + wp.cross(anchor - xc_com, F)))
+    if p >= 0:
+        wp.atomic_add(body_f_out, p, wp.spatial_vector(-F, -T - wp.cross(anchor - xp_com, F)))
+
+
+# --------------------------------------------------------------------------- joints
+@wp.func
+def joint_scalar_coord(
+    jt: int,
+    k: int,
+    nl: int,
+    axis: wp.vec3,
+    Xwp: wp.transform,
+    Xwc: wp.transform,
+):
+    """Scalar coordinate of DOF ``k`` (linear if ``k < nl``) of a PRISMATIC/REVOLUTE/D6 joint."""
+    if k < nl:
+        e = wp.transform_get_translation(Xwc) - wp.transform_get_translation(Xwp)
+        return wp.dot(wp.quat_rotate_inv(wp.transform_get_rotation(Xwp), e), axis)
+    q_rel = wp.quat_inverse(wp.transform_get_rotation(Xwp)) * wp.transform_get_rotation(Xwc)
+    return twist_angle(q_rel, axis)
+
+
+@wp.func
+def orthonormal_complement(a: wp.vec3):
+    """Two unit vectors completing ``a`` to an orthonormal basis."""
+    t = wp.vec3(1.0, 0.0, 0.0)
+    if wp.abs(a[0]) > 0.8:
+        t = wp.vec3(0.0, 1.0, 0.0)
+    b1 = wp.normalize(wp.cross(a, t))
+    b2 = wp.cross(a, b1)
+    return b1, b2
+
+
+@wp.struct
+class JointBodies:
+    xp: wp.vec3
+    qp: wp.quat
+    xc: wp.vec3
+    qc: wp.quat
+    mp: float
+    mc: float
+    Ip: wp.mat33
+    Ic: wp.mat33
+    comp: wp.vec3
+    comc: wp.vec3
+
+
+@wp.func
+def jb_frames(jb: JointBodies, Xp_local: wp.transform, Xc_local: wp.transform):
+    Xwp = frame_of(jb.xp, jb.qp, jb.comp) * Xp_local
+    Xwc = frame_of(jb.xc, jb.qc, jb.comc) * Xc_local
+    return Xwp, Xwc
+
+
+@wp.func
+def jb_linear(jb: JointBodies, Xwp: wp.transform, Xwc: wp.transform, n: wp.vec3, C: float, alpha: float,
+              lam: float, relax: float):
+    """Solve ``C(x) = 0`` along world direction ``n`` between the joint anchors; returns (bodies, dlambda)."""
+    ap = wp.transform_get_translation(Xwp)
+    ac = wp.transform_get_translation(Xwc)
+    rp = ap - jb.xp
+    rc = ac - jb.xc
+    w = w_lin(jb.mp, jb.qp, jb.Ip, rp, n) + w_lin(jb.mc, jb.qc, jb.Ic, rc, n)
+    out = jb
+    if w + alpha <= 0.0:
+        return out, 0.0
+    dl = (-C - alpha * lam) / (w + alpha) * relax
+    P = n * dl
+    dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, rc, P)
+    dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, rp, -P)
+    out.xc = jb.xc + dxc
+    out.qc = rotate_by(jb.qc, dthc)
+    out.xp = jb.xp + dxp
+    out.qp = rotate_by(jb.qp, dthp)
+    return out, dl
+
+
+@wp.func
+def jb_angular(jb: JointBodies, n: wp.vec3, C: float, alpha: float, lam: float, relax: float):
+    """Solve the angular constraint ``C = 0`` about world axis ``n`` (child rotates by +dlambda)."""
+    w = w_ang(jb.qp, jb.Ip, n) + w_ang(jb.qc, jb.Ic, n)
+    out = jb
+    if w + alpha <= 0.0:
+        return out, 0.0
+    dl = (-C - alpha * lam) / (w + alpha) * relax
+    L = n * dl
+    out.qc = rotate_by(jb.qc, ang_step(jb.qc, jb.Ic, L))
+    out.qp = rotate_by(jb.qp, ang_step(jb.qp, jb.Ip, -L))
+    return out, dl
+
+
+@wp.func
+def drive_target(
+    q_prev: float,
+    target_q: float,
+    target_qd: float,
+    rest_q: float,
+    ke: float,
+    kd: float,
+    ks: float,
+    damping: float,
+    dt: float,
+):
+    """Implicit PD (drive + passive spring/damper) as one compliant constraint: (target, compliance).
+
+    Force ``ke (q_t - q) + ks (q_r - q) + kd (qd_t - qd) - damping qd`` with ``qd = (q - q_prev) / dt``
+    equals ``k_eff (q* - q)``; returns ``(q*, 1 / k_eff)`` or a negative compliance when inactive.
+    """
+    kv = (kd + damping) / dt
+    k_eff = ke + ks + kv
+    if k_eff <= 0.0:
+        return 0.0, -1.0
+    num = ke * target_q + ks * rest_q + (kd / dt) * (q_prev + target_qd * dt) + (damping / dt) * q_prev
+    return num / k_eff, 1.0 / k_eff
+
+
+@wp.kernel
+def solve_joints_kernel(
+    dt: float,
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_dof_dim: wp.array2d(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_stiffness: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_rest_q: wp.array(dtype=float),
+    joint_target_q: wp.array(dtype=float),
+    joint_target_qd: wp.array(dtype=float),
+    joint_mimic_joint: wp.array(dtype=wp.int32),
+    joint_mimic_coeffs: wp.array(dtype=wp.vec2),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    linear_relaxation: float,
+    angular_relaxation: float,
+    linear_compliance: float,
+    angular_compliance: float,
+    dof_lambda: wp.array(dtype=float),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+):
+    j = wp.tid()
+    jt = joint_type[j]
+    if (not joint_enabled[j]) or jt == J_FREE:
+        return
+    p = joint_parent[j]
+    c = joint_child[j]
+    if c < 0:
+        return
+    inv_dt2 = 1.0 / (dt * dt)
+    jb = JointBodies()
+    xp_init, qp_init = body_com_pose(p, body_q, body_com)
+    xc_init, qc_init = body_com_pose(c, body_q, body_com)
+    jb.xp = xp_init
+    jb.qp = qp_init
+    jb.xc = xc_init
+    jb.qc = qc_init
+    jb.mp = body_inv_mass_of(p, body_inv_mass, body_flags, body_mask)
+    jb.mc = body_inv_mass_of(c, body_inv_mass, body_flags, body_mask)
+    jb.Ip = body_inv_inertia_of(p, jb.mp, body_inv_inertia)
+    jb.Ic = body_inv_inertia_of(c, jb.mc, body_inv_inertia)
+    jb.comp = wp.vec3(0.0)
+    if p >= 0:
+        jb.comp = body_com[p]
+    jb.comc = body_com[c]
+    if jb.mp == 0.0 and jb.mc == 0.0:
+        return
+    xp0 = jb.xp
+    qp0 = jb.qp
+    xc0 = jb.xc
+    qc0 = jb.qc
+    Xp_local = joint_X_p[j]
+    Xc_local = joint_X_c[j]
+    start = joint_qd_start[j]
+    qstart = joint_q_start[j]
+    nl = joint_dof_dim[j, 0]
+    na = joint_dof_dim[j, 1]
+    if jt == J_BALL or jt == J_DISTANCE:
+        nl = 0
+        na = 3
+    alpha_lin = linear_compliance * inv_dt2
+    alpha_ang = angular_compliance * inv_dt2
+
+    # start-of-step joint frames (for the damping part of drives)
+    Xp_prev = wp.transform_identity()
+    if p >= 0:
+        Xp_prev = body_q_prev[p]
+    Xwp_prev = Xp_prev * Xp_local
+    Xwc_prev = body_q_prev[c] * Xc_local
+
+    # ---------------------------------------------------------------- angular part
+    Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+    if jt != J_BALL and jt != J_DISTANCE:
+        if na == 0:
+            # lock the whole relative rotation
+            qwp = wp.transform_get_rotation(Xwp)
+            qwc = wp.transform_get_rotation(Xwc)
+            th = rotation_vector(qwp, qwc)
+            ang = wp.length(th)
+            if ang > 1.0e-9:
+                jb, dl = jb_angular(jb, th / ang, -ang, alpha_ang, 0.0, angular_relaxation)
+        elif na == 1:
+            # align the hinge axes
+            a_local = joint_axis[start + nl]
+            ap = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+            ac = wp.quat_rotate(wp.transform_get_rotation(Xwc), a_local)
+            cr = wp.cross(ac, ap)
+            s = wp.length(cr)
+            if s > 1.0e-9:
+                ang = wp.atan2(s, wp.dot(ac, ap))
+                jb, dl = jb_angular(jb, cr / s, -ang, alpha_ang, 0.0, angular_relaxation)
+        elif na == 2:
+            # lock the twist about the direction orthogonal to both axes
+            a0 = joint_axis[start + nl]
+            a1 = joint_axis[start + nl + 1]
+            lk = wp.cross(a0, a1)
+            if wp.length(lk) > 1.0e-6:
+                lk = wp.normalize(lk)
+                Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+                qwp = wp.transform_get_rotation(Xwp)
+                q_rel = wp.quat_inverse(qwp) * wp.transform_get_rotation(Xwc)
+                ang = twist_angle(q_rel, lk)
+                jb, dl = jb_angular(jb, wp.quat_rotate(qwp, lk), ang, alpha_ang, 0.0, angular_relaxation)
+        # per-axis limits and drives
+        for k in range(na):
+            d = start + nl + k
+            a_local = joint_axis[d]
+            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+            ang = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp, Xwc)
+            lo = joint_limit_lower[d]
+            hi = joint_limit_upper[d]
+            if ang < lo and lo > -LIMIT_INF:
+                jb, dl = jb_angular(jb, a_w, ang - lo, 0.0, 0.0, angular_relaxation)
+            elif ang > hi and hi < LIMIT_INF:
+                jb, dl = jb_angular(jb, a_w, ang - hi, 0.0, 0.0, angular_relaxation)
+            else:
+                tq = joint_target_q[qstart + nl + k]
+                tqd = joint_target_qd[d]
+                q_prev = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp_prev, Xwc_prev)
+                qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + nl + k], joint_target_ke[d],
+                                        joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
+                if comp >= 0.0:
+                    lam = dof_lambda[d]
+                    jb, dl = jb_angular(jb, a_w, wrap_angle(ang - qs), comp * inv_dt2, lam, 1.0)
+                    dof_lambda[d] = lam + dl
+
+    # ---------------------------------------------------------------- linear part
+    Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+    e = wp.transform_get_translation(Xwc) - wp.transform_get_translation(Xwp)
+    qwp = wp.transform_get_rotation(Xwp)
+    if jt == J_DISTANCE:
+        dist = wp.length(e)
+        lo = joint_limit_lower[start]
+        hi = joint_limit_upper[start]
+        if dist > 1.0e-9:
+            n = e / dist
+            if lo >= 0.0 and dist < lo:
+                jb, dl = jb_linear(jb, Xwp, Xwc, n, dist - lo, alpha_lin, 0.0, linear_relaxation)
+            elif hi >= 0.0 and dist > hi:
+                jb, dl = jb_linear(jb, Xwp, Xwc, n, dist - hi, alpha_lin, 0.0, linear_relaxation)
+    else:
+        # the locked part of the anchor separation
+        locked = e
+        if nl == 1:
+            a = wp.quat_rotate(qwp, joint_axis[start])
+            locked = e - a * wp.dot(e, a)
+        elif nl == 2:
+            lk = wp.cross(joint_axis[start], joint_axis[start + 1])
+            if wp.length(lk) > 1.0e-6:
+                a = wp.quat_rotate(qwp, wp.normalize(lk))
+                locked = a * wp.dot(e, a)
+            else:
+                locked = wp.vec3(0.0)
+        elif nl >= 3:
+            locked = wp.vec3(0.0)
+        err = wp.length(locked)
+        if err > 1.0e-9:
+            jb, dl = jb_linear(jb, Xwp, Xwc, locked / err, err, alpha_lin, 0.0, linear_relaxation)
+        for k in range(nl):
+            d = start + k
+            a_local = joint_axis[d]
+            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+            x = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
+            lo = joint_limit_lower[d]
+            hi = joint_limit_upper[d]
+            if x < lo and lo > -LIMIT_INF:
+                jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - lo, 0.0, 0.0, linear_relaxation)
+            elif x > hi and hi < LIMIT_INF:
+                jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - hi, 0.0, 0.0, linear_relaxation)
+            else:
+                tq = joint_target_q[qstart + k]
+                tqd = joint_target_qd[d]
+                q_prev = joint_scalar_coord(jt, k, nl, a_local, Xwp_prev, Xwc_prev)
+                qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + k], joint_target_ke[d],
+                                        joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
+                if comp >= 0.0:
+                    lam = dof_lambda[d]
+                    jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - qs, comp * inv_dt2, lam, 1.0)
+                    dof_lambda[d] = lam + dl
+
+    # ---------------------------------------------------------------- mimic (coupled correction)
+    r = joint_mimic_joint[j]
+    if r >= 0 and (jt == J_REVOLUTE or jt == J_PRISMATIC or jt == J_D6):
+        coeffs = joint_mimic_coeffs[j]
+        rp = joint_parent[r]
+        rc = joint_child[r]
+        rs = joint_qd_start[r]
+        rnl = joint_dof_dim[r, 0]
+        rxp, rqp = body_com_pose(rp, body_q, body_com)
+        rxc, rqc = body_com_pose(rc, body_q, body_com)
+        rmp = body_inv_mass_of(rp, body_inv_mass, body_flags, body_mask)
+        rmc = body_inv_mass_of(rc, body_inv_mass, body_flags, body_mask)
+        rIp = body_inv_inertia_of(rp, rmp, body_inv_inertia)
+        rIc = body_inv_inertia_of(rc, rmc, body_inv_inertia)
+        rcomp = wp.vec3(0.0)
+        if rp >= 0:
+            rcomp = body_com[rp]
+        rXwp = frame_of(rxp, rqp, rcomp) * joint_X_p[r]
+        rXwc = frame_of(rxc, rqc, body_com[rc]) * joint_X_c[r]
+        rtype = joint_type[r]
+        for k in range(nl + na):
+            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+            a_local = joint_axis[start + k]
+            qf = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
+            ra_local = joint_axis[rs + k]
+            qr = joint_scalar_coord(rtype, k, rnl, ra_local, rXwp, rXwc)
+            C = qf - (coeffs[0] + coeffs[1] * qr)
+            if k >= nl:
+                C = wrap_angle(C)
+            m = coeffs[1]
+            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+            ra_w = wp.quat_rotate(wp.transform_get_rotation(rXwp), ra_local)
+            # generalized inverse masses of the follower and (scaled) reference coordinates
+            wf = float(0.0)
+            wr = float(0.0)
+            rap = wp.transform_get_translation(rXwp)
+            rac = wp.transform_get_translation(rXwc)
+            if k < nl:
+                wf = w_lin(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, a_w) + w_lin(
+                    jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, a_w)
+            else:
+                wf = w_ang(jb.qp, jb.Ip, a_w) + w_ang(jb.qc, jb.Ic, a_w)
+            if k < rnl:
+                wr = w_lin(rmp, rqp, rIp, rap - rxp, ra_w) + w_lin(rmc, rqc, rIc, rac - rxc, ra_w)
+            else:
+                wr = w_ang(rqp, rIp, ra_w) + w_ang(rqc, rIc, ra_w)
+            wsum = wf + m * m * wr
+            if wsum > 0.0:
+                dl = -C / wsum * angular_relaxation
+                if k < nl:
+                    dl = -C / wsum * linear_relaxation
+                # follower: + dl along its axis (local copies)
+                if k < nl:
+                    P = a_w * dl
+                    dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, P)
+                    dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, -P)
+                    jb.xc = jb.xc + dxc
+                    jb.qc = rotate_by(jb.qc, dthc)
+                    jb.xp = jb.xp + dxp
+                    jb.qp = rotate_by(jb.qp, dthp)
+                else:
+                    L = a_w * dl
+                    jb.qc = rotate_by(jb.qc, ang_step(jb.qc, jb.Ic, L))
+                    jb.qp = rotate_by(jb.qp, ang_step(jb.qp, jb.Ip, -L))
+                # reference: - m dl along its axis (accumulated directly)
+                rdl = -m * dl
+                if k < rnl:
+                    P = ra_w * rdl
+                    if rmc > 0.0:
+                        dxc, dthc = lin_step(rmc, rqc, rIc, rac - rxc, P)
+                        add_body_delta(rc, dxc, dthc, body_dx, body_dth)
+                    if rmp > 0.0:
+                        dxp, dthp = lin_step(rmp, rqp, rIp, rap - rxp, -P)
+                        add_body_delta(rp, dxp, dthp, body_dx, body_dth)
+                else:
+                    L = ra_w * rdl
+                    if rmc > 0.0:
+                        add_body_delta(rc, wp.vec3(0.0), ang_step(rqc, rIc, L), body_dx, body_dth)
+                    if rmp > 0.0:
+                        add_body_delta(rp, wp.vec3(0.0), ang_step(rqp, rIp, -L), body_dx, body_dth)
+
+    # accumulate this joint's corrections
+    if jb.mc > 0.0:
+        add_body_delta(c, jb.xc - xc0, rotation_vector(jb.qc, qc0), body_dx, body_dth)
+    if jb.mp > 0.0:
+        add_body_delta(p, jb.xp - xp0, rotation_vector(jb.qp, qp0), body_dx, body_dth)
+
+
+# --------------------------------------------------------------------------- contacts
+@wp.func
+def contact_body(
+    s: int,
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+):
+    b = int(-1)
+    if s >= 0:
+        b = shape_body[s]
+    X = wp.transform_identity()
+    com = wp.vec3(0.0)
+    if b >= 0:
+        X = body_q[b]
+        com = body_com[b]
+    return b, X, com
+
+
+@wp.func
+def solve_rigid_contact(
+    c: int,
+    contact_count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    shape_mu_torsional: wp.array(dtype=float),
+    shape_mu_rolling: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    relaxation: float,
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    if c >= contact_count[0]:
+        return
+    s0 = shape0[c]
+    s1 = shape1[c]
+    if s0 < 0 or s1 < 0:
+        return
+    b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
+    b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
+    m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
+    m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
+    if m0 == 0.0 and m1 == 0.0:
+        return
+    I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
+    I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
+    n = normal[c]
+    th0 = margin0[c]
+    th1 = margin1[c]
+    s0w = wp.transform_point(X0, point0[c]) + n * th0
+    s1w = wp.transform_point(X1, point1[c]) - n * th1
+    d = wp.dot(n, s1w - s0w)
+    if d >= 0.0:
+        return
+    q0 = wp.transform_get_rotation(X0)
+    q1 = wp.transform_get_rotation(X1)
+    x0 = wp.transform_point(X0, com0)
+    x1 = wp.transform_point(X1, com1)
+    r0 = s0w - x0
+    r1 = s1w - x1
+    w = w_lin(m0, q0, I0, r0, n) + w_lin(m1, q1, I1, r1, n)
+    if w <= 0.0:
+        return
+    dl = -d / w * relaxation
+    P = n * dl
+    # friction: relative tangential motion of the contact points over the step
+    X0p = X0
+    X1p = X1
+    if b0 >= 0:
+        X0p = body_q_prev[b0]
+    if b1 >= 0:
+        X1p = body_q_prev[b1]
+    s0p = wp.transform_point(X0p, point0[c]) + n * th0
+    s1p = wp.transform_point(X1p, point1[c]) - n * th1
+    dp = (s1w - s1p) - (s0w - s0p)
+    dpt = dp - n * wp.dot(n, dp)
+    lt = wp.length(dpt)
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    if lt > 1.0e-12 and mu > 0.0:
+        t = dpt / lt
+        wt = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+        if wt > 0.0:
+            dlt = wp.min(lt / wt, mu * dl)
+            P = P - t * dlt
+    dx1, dth1 = lin_step(m1, q1, I1, r1, P)
+    dx0, dth0 = lin_step(m0, q0, I0, r0, -P)
+    # torsional and rolling friction: relative rotation over the step
+    mu_t = float(0.0)
+    mu_r = float(0.0)
+    if shape_mu_torsional.shape[0] > 0:
+        mu_t = 0.5 * (shape_mu_torsional[s0] + shape_mu_torsional[s1])
+    if shape_mu_rolling.shape[0] > 0:
+        mu_r = 0.5 * (shape_mu_rolling[s0] + shape_mu_rolling[s1])
+    if mu_t > 0.0 or mu_r > 0.0:
+        rel = rotation_vector(q1, wp.transform_get_rotation(X1p)) - rotation_vector(
+            q0, wp.transform_get_rotation(X0p))
+        tw = wp.dot(rel, n)
+        L = wp.vec3(0.0)
+        if mu_t > 0.0 and wp.abs(tw) > 1.0e-12:
+            wa = w_ang(q0, I0, n) + w_ang(q1, I1, n)
+            if wa > 0.0:
+                L = L - n * (wp.sign(tw) * wp.min(wp.abs(tw) / wa, mu_t * dl))
+        roll = rel - n * tw
+        lr = wp.length(roll)
+        if mu_r > 0.0 and lr > 1.0e-12:
+            a = roll / lr
+            wa = w_ang(q0, I0, a) + w_ang(q1, I1, a)
+            if wa > 0.0:
+                L = L - a * wp.min(lr / wa, mu_r * dl)
+        dth1 = dth1 + ang_step(q1, I1, L)
+        dth0 = dth0 - ang_step(q0, I0, L)
+    contact_lambda[c] = contact_lambda[c] + dl
+    contact_impulse[c] = contact_impulse[c] + P
+    if m1 > 0.0:
+        add_body_delta(b1, dx1, dth1, body_dx, body_dth)
+        wp.atomic_add(body_cnt, b1, 1.0)
+    if m0 > 0.0:
+        add_body_delta(b0, dx0, dth0, body_dx, body_dth)
+        wp.atomic_add(body_cnt, b0, 1.0)
+
+
+@wp.func
+def particle_inv_mass_of(
+    i: int,
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+):
+    if (particle_flags[i] & PARTICLE_ACTIVE) == 0:
+        return 0.0
+    if particle_mask.shape[0] > 0:
+        if particle_mask[i] == 0:
+            return 0.0
+    return particle_inv_mass[i]
+
+
+@wp.func
+def add_particle_delta(i: int, dx: wp.vec3, particle_dx: wp.array(dtype=wp.vec3),
+                       particle_cnt: wp.array(dtype=float)):
+    wp.atomic_add(particle_dx, i, dx)
+    wp.atomic_add(particle_cnt, i, 1.0)
+
+
+@wp.func
+def solve_distance(
+    i: int,
+    j: int,
+    rest: float,
+    ke: float,
+    kd: float,
+    dt: float,
+    relax: float,
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_q_prev: wp.array(dtype=wp.vec3),
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+    particle_dx: wp.array(dtype=wp.vec3),
+    particle_cnt: wp.array(dtype=float),
+    lam: wp.array(dtype=float),
+    li: int,
+):
+    """Compliant distance constraint (compliance ``1/ke``, rigid when ke <= 0; damping ``kd``);
+    ``lam[li]`` accumulates its Lagrange multiplier over the step's iterations (XPBD)."""
+    if i < 0 or j < 0:
+        return
+    wi = particle_inv_mass_of(i, particle_inv_mass, particle_flags, particle_mask)
+    wj = particle_inv_mass_of(j, particle_inv_mass, particle_flags, particle_mask)
+    w = wi + wj
+    if w == 0.0:
+        return
+    d = particle_q[i] - particle_q[j]
+    L = wp.length(d)
+    if L < 1.0e-9:
+        return
+    n = d / L
+    C = L - rest
+    alpha = float(0.0)
+    gamma = float(0.0)
+    if ke > 0.0:
+        alpha = 1.0 / (ke * dt * dt)
+        gamma = alpha * kd * dt
+    vrel = wp.dot(n, (particle_q[i] - particle_q_prev[i]) - (particle_q[j] - particle_q_prev[j]))
+    lm = lam[li]
+    dl = (-C - alpha * lm - gamma * vrel) / ((1.0 + gamma) * w + alpha) * relax
+    lam[li] = lm + dl
+    add_particle_delta(i, n * (dl * wi), particle_dx, particle_cnt)
+    add_particle_delta(j, n * (-dl * wj), particle_dx, particle_cnt)
+
+
+@wp.kernel
+def solve_contacts_kernel(
+    dt: float,
+    rigid_max: int,
+    soft_max: int,
+    particle_count: int,
+    spring_count: int,
+    tri_count: int,
+    edge_count: int,
+    # rigid contacts
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    rigid_relaxation: float,
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    # soft contacts
+    soft_count: wp.array(dtype=wp.int32),
+    sc_particle: wp.array(dtype=wp.int32),
+    sc_shape: wp.array(dtype=wp.int32),
+    sc_body_pos: wp.array(dtype=wp.vec3),
+    sc_normal: wp.array(dtype=wp.vec3),
+    soft_relaxation: float,
+    soft_mu: float,
+    # shapes and bodies
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    shape_mu_torsional: wp.array(dtype=float),
+    shape_mu_rolling: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    # particles
+    grid: wp.uint64,
+    use_grid: int,
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_q_prev: wp.array(dtype=wp.vec3),
+    particle_radius: wp.array(dtype=float),
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+    particle_mu: float,
+    max_radius: float,
+    particle_self: wp.array(dtype=wp.int32),
+    # springs, triangles (as edge distances), bending edges
+    spring_indices: wp.array(dtype=wp.int32),
+    spring_rest: wp.array(dtype=float),
+    spring_ke: wp.array(dtype=float),
+    spring_kd: wp.array(dtype=float),
+    tri_indices: wp.array2d(dtype=wp.int32),
+    tri_rest: wp.array(dtype=wp.vec3),
+    tri_ke: wp.array(dtype=wp.vec3),
+    edge_indices: wp.array2d(dtype=wp.int32),
+    edge_rest: wp.array(dtype=float),
+    edge_ke: wp.array(dtype=float),
+    soft_body_relaxation: float,
+    soft_lambda: wp.array(dtype=float),
+    # accumulators
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    particle_dx: wp.array(dtype=wp.vec3),
+    particle_cnt: wp.array(dtype=float),
+):
+    tid = wp.tid()
+    # ---------------------------------------------------------------- rigid contacts
+    if tid < rigid_max:
+        solve_rigid_contact(
+            tid, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+            shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
+            body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
+            contact_impulse, body_dx, body_dth, body_cnt,
+        )
+        return
+    k = tid - rigid_max
+    # ---------------------------------------------------------------- particle-shape contacts
+    if k < soft_max:
+        if k >= soft_count[0]:
+            return
+        i = sc_particle[k]
+        s = sc_shape[k]
+        if i < 0 or s < 0:
+            return
+        wi = particle_inv_mass_of(i, particle_inv_mass, particle_flags, particle_mask)
+        b, X, com = contact_body(s, shape_body, body_q, body_com)
+        mb = body_inv_mass_of(b, body_inv_mass, body_flags, body_mask)
+        if wi == 0.0 and mb == 0.0:
+            return
+        Ib = body_inv_inertia_of(b, mb, body_inv_inertia)
+        n = sc_normal[k]
+        if b >= 0:
+            n = wp.quat_rotate(wp.transform_get_rotation(X), wp.quat_rotate_inv(
+                wp.transform_get_rotation(body_q_prev[b]), n))
+        surf = wp.transform_point(X, sc_body_pos[k])
+        x = particle_q[i]
+        d = wp.dot(n, x - surf) - particle_radius[i]
+        if d >= 0.0:
+            return
+        qb = wp.transform_get_rotation(X)
+        xb = wp.transform_point(X, com)
+        rb = surf - xb
+        w = wi + w_lin(mb, qb, Ib, rb, n)
+        if w <= 0.0:
+            return
+        dl = -d / w * soft_relaxation
+        P = n * dl
+        Xp = X
+        if b >= 0:
+            Xp = body_q_prev[b]
+        dp = (x - particle_q_prev[i]) - (surf - wp.transform_point(Xp, sc_body_pos[k]))
+        dpt = dp - n * wp.dot(n, dp)
+        lt = wp.length(dpt)
+        mu = 0.5 * (soft_mu + shape_mu[s])
+        if lt > 1.0e-12 and mu > 0.0:
+            t = dpt / lt
+            wt = wi + w_lin(mb, qb, Ib, rb, t)
+            P = P - t * wp.min(lt / wt, mu * dl)
+        if wi > 0.0:
+            add_particle_delta(i, P * wi, particle_dx, particle_cnt)
+        if mb > 0.0:
+            dxb, dthb = lin_step(mb, qb, Ib, rb, -P)
+            add_body_delta(b, dxb, dthb, body_dx, body_dth)
+            wp.atomic_add(body_cnt, b, 1.0)
+        return
+    k = k - soft_max
+    # ---------------------------------------------------------------- particle-particle contacts
+    if k < particle_count:
+        if use_grid == 0:
+            return
+        i = k
+        if particle_self[i] == 0:
+            return
+        wi = particle_inv_mass_of(i, particle_inv_mass, particle_flags, particle_mask)
+        if wi == 0.0:
+            return
+        xi = particle_q[i]
+        ri = particle_radius[i]
+        wi_world = particle_world[i]
+        dxi = xi - particle_q_prev[i]
+        acc = wp.vec3(0.0)
+        cnt = float(0.0)
+        query = wp.hash_grid_query(grid, xi, ri + max_radius)
+        j = int(0)
+        while wp.hash_grid_query_next(query, j):
+            if j != i and particle_self[j] != 0:
+                wj_world = particle_world[j]
+                if wi_world == wj_world or wi_world < 0 or wj_world < 0:
+                    if (particle_flags[j] & PARTICLE_ACTIVE) != 0:
+                        dvec = xi - particle_q[j]
+                        dist = wp.length(dvec)
+                        pen = dist - ri - particle_radius[j]
+                        if pen < 0.0 and dist > 1.0e-9:
+                            n = dvec / dist
+                            wj = particle_inv_mass_of(j, particle_inv_mass, particle_flags, particle_mask)
+                            w = wi + wj
+                            dl = -pen / w * soft_relaxation
+                            P = n * dl
+                            dp = dxi - (particle_q[j] - particle_q_prev[j])
+                            dpt = dp - n * wp.dot(n, dp)
+                            lt = wp.length(dpt)
+                            if lt > 1.0e-12 and particle_mu > 0.0:
+                                P = P - (dpt / lt) * wp.min(lt / w, particle_mu * dl)
+                            acc = acc + P * wi
+                            cnt = cnt + 1.0
+        if cnt > 0.0:
+            wp.atomic_add(particle_dx, i, acc)
+            wp.atomic_add(particle_cnt, i, cnt)
+        return
+    k = k - particle_count
+    # ---------------------------------------------------------------- springs
+    if k < spring_count:
+        solve_distance(spring_indices[2 * k], spring_indices[2 * k + 1], spring_rest[k], spring_ke[k],
+                       spring_kd[k], dt, soft_body_relaxation, particle_q, particle_q_prev, particle_inv_mass,
+                       particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda, k)
+        return
+    k = k - spring_count
+    # ---------------------------------------------------------------- cloth triangles (edge distances)
+    if k < tri_count:
+        a = tri_indices[k, 0]
+        b2 = tri_indices[k, 1]
+        c2 = tri_indices[k, 2]
+        trest = tri_rest[k]
+        tke = tri_ke[k]
+        base = spring_count + 3 * k
+        solve_distance(a, b2, trest[0], tke[0], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
+                       particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda, base)
+        solve_distance(b2, c2, trest[1], tke[1], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
+                       particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda,
+                       base + 1)
+        solve_distance(c2, a, trest[2], tke[2], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
+                       particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda,
+                       base + 2)
+        return
+    k = k - tri_count
+    # ---------------------------------------------------------------- bending (opposite-vertex distance)
+    if k < edge_count:
+        eke = edge_ke[k]
+        if eke > 0.0:
+            solve_distance(edge_indices[k, 0], edge_indices[k, 1], edge_rest[k], eke, 0.0, dt,
+                           soft_body_relaxation, particle_q, particle_q_prev, particle_inv_mass, particle_flags,
+                           particle_mask, particle_dx, particle_cnt, soft_lambda, spring_count + 3 * tri_count + k)
+
+
+@wp.kernel
+def apply_deltas_kernel(
+    body_count: int,
+    particle_count: int,
+    con_weighting: int,
+    body_com: wp.array(dtype=wp.vec3),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    particle_dx: wp.array(dtype=wp.vec3),
+    particle_cnt: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    particle_q: wp.array(dtype=wp.vec3),
+    body_corr_x: wp.array(dtype=wp.vec3),
+    body_corr_th: wp.array(dtype=wp.vec3),
+    particle_corr: wp.array(dtype=wp.vec3),
+    count_out: wp.array(dtype=float),
+):
+    """Apply the accumulated corrections (divided by the constraint count when weighting) and zero them."""
+    tid = wp.tid()
+    if tid < body_count:
+        dx = body_dx[tid]
+        dth = body_dth[tid]
+        cnt = body_cnt[tid]
+        if count_out.shape[0] > 0:
+            count_out[tid] = cnt
+        if con_weighting != 0 and cnt > 1.0:
+            dx = dx / cnt
+            dth = dth / cnt
+        if wp.length_sq(dx) + wp.length_sq(dth) > 0.0:
+            X = body_q[tid]
+            com = body_com[tid]
+            q = wp.transform_get_rotation(X)
+            x_com = wp.transform_point(X, com) + dx
+            q = rotate_by(q, dth)
+            body_q[tid] = frame_of(x_com, q, com)
+            body_corr_x[tid] = body_corr_x[tid] + dx
+            body_corr_th[tid] = body_corr_th[tid] + dth
+        body_dx[tid] = wp.vec3(0.0)
+        body_dth[tid] = wp.vec3(0.0)
+        body_cnt[tid] = 0.0
+    if tid < particle_count:
+        cnt = particle_cnt[tid]
+        if cnt > 0.0:
+            pdx = particle_dx[tid] / cnt
+            particle_q[tid] = particle_q[tid] + pdx
+            particle_corr[tid] = particle_corr[tid] + pdx
+        particle_dx[tid] = wp.vec3(0.0)
+        particle_cnt[tid] = 0.0
+
+
+@wp.kernel
+def update_velocities_kernel(
+    body_count: int,
+    particle_count: int,
+    dt: float,
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    body_qd_prev: wp.array(dtype=wp.spatial_vector),
+    body_corr_x: wp.array(dtype=wp.vec3),
+    body_corr_th: wp.array(dtype=wp.vec3),
+    particle_corr: wp.array(dtype=wp.vec3),
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    particle_qd: wp.array(dtype=wp.vec3),
+):
+    """Velocities from the pose change over the step: predicted velocity + total correction / dt.
+
+    Equal to ``(x_end - x_start) / dt`` but without the cancellation error of subtracting two
+    large float32 positions (free motion stays exact).
+    """
+    tid = wp.tid()
+    if tid < body_count:
+        if body_inv_mass_of(tid, body_inv_mass, body_flags, body_mask) == 0.0:
+            body_qd[tid] = body_qd_prev[tid]
+        else:
+            qd = body_qd[tid]
+            body_qd[tid] = wp.spatial_vector(wp.spatial_top(qd) + body_corr_x[tid] / dt,
+                                             wp.spatial_bottom(qd) + body_corr_th[tid] / dt)
+    if tid < particle_count:
+        if particle_inv_mass_of(tid, particle_inv_mass, particle_flags, particle_mask) > 0.0:
+            particle_qd[tid] = particle_qd[tid] + particle_corr[tid] / dt
+
+
+@wp.kernel
+def restitution_kernel(
+    gravity_dt: float,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_restitution: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_qd_prev: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    """Velocity-level restitution: the normal relative velocity of each contact that was active this
+    step becomes ``-e`` times its value at the start of the step (approach faster than ``2 |g| dt``)."""
+    c = wp.tid()
+    if c >= rigid_count[0] or contact_lambda[c] <= 0.0:
+        return
+    s0 = rc_shape0[c]
+    s1 = rc_shape1[c]
+    e = 0.5 * (shape_restitution[s0] + shape_restitution[s1])
+    if e <= 0.0:
+        return
+    b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
+    b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
+    m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
+    m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
+    I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
+    I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
+    n = rc_normal[c]
+    s0w = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c]
+    s1w = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c]
+    x0 = wp.transform_point(X0, com0)
+    x1 = wp.transform_point(X1, com1)
+    r0 = s0w - x0
+    r1 = s1w - x1
+    v0 = wp.vec3(0.0)
+    v1 = wp.vec3(0.0)
+    v0p = wp.vec3(0.0)
+    v1p = wp.vec3(0.0)
+    if b0 >= 0:
+        v0 = wp.spatial_top(body_qd[b0]) + wp.cross(wp.spatial_bottom(body_qd[b0]), r0)
+        X0p = body_q_prev[b0]
+        r0p = wp.transform_point(X0p, rc_point0[c]) - wp.transform_point(X0p, com0)
+        v0p = wp.spatial_top(body_qd_prev[b0]) + wp.cross(wp.spatial_bottom(body_qd_prev[b0]), r0p)
+    if b1 >= 0:
+        v1 = wp.spatial_top(body_qd[b1]) + wp.cross(wp.spatial_bottom(body_qd[b1]), r1)
+        X1p = body_q_prev[b1]
+        r1p = wp.transform_point(X1p, rc_point1[c]) - wp.transform_point(X1p, com1)
+        v1p = wp.spatial_top(body_qd_prev[b1]) + wp.cross(wp.spatial_bottom(body_qd_prev[b1]), r1p)
+    vn_prev = wp.dot(n, v1p - v0p)
+    if vn_prev > -2.0 * gravity_dt:
+        return
+    vn = wp.dot(n, v1 - v0)
+    target = -e * vn_prev
+    dv = target - vn
+    if dv <= 0.0:
+        return
+    q0 = wp.transform_get_rotation(X0)
+    q1 = wp.transform_get_rotation(X1)
+    w = w_lin(m0, q0, I0, r0, n) + w_lin(m1, q1, I1, r1, n)
+    if w <= 0.0:
+        return
+    p = n * (dv / w)
+    if m1 > 0.0:
+        a, b = lin_step(m1, q1, I1, r1, p)
+        add_body_delta(b1, a, b, body_dv, body_dw)
+        wp.atomic_add(body_cnt, b1, 1.0)
+    if m0 > 0.0:
+        a, b = lin_step(m0, q0, I0, r0, -p)
+        add_body_delta(b0, a, b, body_dv, body_dw)
+        wp.atomic_add(body_cnt, b0, 1.0)
+
+
+@wp.kernel
+def apply_velocity_deltas_kernel(
+    con_weighting: int,
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+):
+    b = wp.tid()
+    cnt = body_cnt[b]
+    if cnt > 0.0:
+        dv = body_dv[b]
+        dw = body_dw[b]
+        if con_weighting != 0 and cnt > 1.0:
+            dv = dv / cnt
+            dw = dw / cnt
+        qd = body_qd[b]
+        body_qd[b] = wp.spatial_vector(wp.spatial_top(qd) + dv, wp.spatial_bottom(qd) + dw)
+    body_dv[b] = wp.vec3(0.0)
+    body_dw[b] = wp.vec3(0.0)
+    body_cnt[b] = 0.0
+
+
+@wp.kernel
+def contact_force_kernel(
+    inv_dt2: float,
+    con_weighting: int,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    shape_body: wp.array(dtype=wp.int32),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    body_contact_count: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    force: wp.array(dtype=wp.spatial_vector),
+):
+    """``force[c]`` = force exerted by shape 0 on shape 1 (accumulated positional impulse / dt^2,
+    scaled like the contact-count weighting: 1/N for one dynamic body, 2/(N0+N1) for two).
+    Soft-contact slots and torques are zero."""
+    c = wp.tid()
+    f = wp.vec3(0.0)
+    if c < contact_impulse.shape[0] and c < rigid_count[0]:
+        f = contact_impulse[c] * inv_dt2
+        if con_weighting != 0:
+            b0 = shape_body[rc_shape0[c]]
+            b1 = shape_body[rc_shape1[c]]
+            n = float(0.0)
+            k = float(0.0)
+            if body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask) > 0.0:
+                n = n + wp.max(body_contact_count[b0], 1.0)
+                k = k + 1.0
+            if body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask) > 0.0:
+                n = n + wp.max(body_contact_count[b1], 1.0)
+                k = k + 1.0
+            if n > 0.0:
+                f = f * (k / n)
+    force[c] = wp.spatial_vector(f, wp.vec3(0.0))
+
+
+@wp.kernel
+def friction_velocity_kernel(
+    dt: float,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    """Velocity-level Coulomb friction of the contacts active this step (Müller et al. 2020, 3.6):
+    the tangential relative velocity left by the position solve is removed within the friction
+    budget the position-level friction has not used (``mu * lambda_n - |lambda_t|``, over dt).
+
+    Without it, the part of a slip that the Jacobi position pass leaves uncorrected would carry
+    over as velocity and a box on a slope below the friction angle would creep.
+    """
+    c = wp.tid()
+    if c >= rigid_count[0]:
+        return
+    ln = contact_lambda[c]
+    if ln <= 0.0:
+        return
+    s0 = rc_shape0[c]
+    s1 = rc_shape1[c]
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    if mu <= 0.0:
+        return
+    n = rc_normal[c]
+    Pimp = contact_impulse[c]
+    used = wp.length(Pimp - n * wp.dot(n, Pimp))
+    budget = (mu * ln - used) / dt
+    if budget <= 0.0:
+        return
+    b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
+    b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
+    m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
+    m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
+    I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
+    I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
+    s0w = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c]
+    s1w = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c]
+    r0 = s0w - wp.transform_point(X0, com0)
+    r1 = s1w - wp.transform_point(X1, com1)
+    v0 = wp.vec3(0.0)
+    v1 = wp.vec3(0.0)
+    if b0 >= 0:
+        v0 = wp.spatial_top(body_qd[b0]) + wp.cross(wp.spatial_bottom(body_qd[b0]), r0)
+    if b1 >= 0:
+        v1 = wp.spatial_top(body_qd[b1]) + wp.cross(wp.spatial_bottom(body_qd[b1]), r1)
+    dv = v1 - v0
+    vt = dv - n * wp.dot(n, dv)
+    lt = wp.length(vt)
+    if lt < 1.0e-9:
+        return
+    t = vt / lt
+    q0 = wp.transform_get_rotation(X0)
+    q1 = wp.transform_get_rotation(X1)
+    w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+    if w <= 0.0:
+        return
+    p = t * (-wp.min(lt / w, budget))
+    contact_impulse[c] = Pimp + p * dt
+    if m1 > 0.0:
+        a, b = lin_step(m1, q1, I1, r1, p)
+        add_body_delta(b1, a, b, body_dv, body_dw)
+        wp.atomic_add(body_cnt, b1, 1.0)
+    if m0 > 0.0:
+        a, b = lin_step(m0, q0, I0, r0, -p)
+        add_body_delta(b0, a, b, body_dv, body_dw)
+        wp.atomic_add(body_cnt, b0, 1.0)
