@@ -240,19 +240,7 @@ def test_control_and_namespaced_state():
     assert state.vec3_attr.numpy().shape == (1, 3)
 
 
-@pytest.mark.skip(reason="needs SolverMuJoCo.register_custom_attributes (MuJoCo solver plugin not in core)")
-def test_registering_solver_attributes():
-    from armillary.solvers import SolverMuJoCo
-
-    builder_mujoco = ModelBuilder()
-    SolverMuJoCo.register_custom_attributes(builder_mujoco)
-    body = builder_mujoco.add_link()
-    joint = builder_mujoco.add_joint_free(body)
-    builder_mujoco.add_articulation([joint])
-    builder_mujoco.add_shape_box(body=body, hx=0.1, hy=0.1, hz=0.1)
-    model_mujoco = builder_mujoco.finalize(device=DEVICE)
-    assert hasattr(model_mujoco, "mujoco")
-    assert hasattr(model_mujoco.mujoco, "condim")
+# The 'Registering Solver Attributes' example (SolverMuJoCo) runs in plugins/solver_mujoco/tests.
 
 
 @pytest.mark.skip(reason="needs the USD importer (ModelBuilder.add_usd), not in core yet")

@@ -40,8 +40,10 @@ _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 _SITE_TYPES = ("sphere", "capsule", "ellipsoid", "cylinder", "box")
 _JOINT_TYPES = ("free", "ball", "slide", "hinge")
 _ORIENT_KEYS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
-_IGNORED_TOP = ("visual", "statistic", "size", "custom", "extension", "keyframe", "sensor", "tendon", "deformable", "skin")
+_IGNORED_TOP = ("visual", "statistic", "size", "custom", "extension", "keyframe", "sensor", "deformable", "skin")
 _MINVAL = 1e-15
+_SOLREF0 = (0.02, 1.0)  # MuJoCo's defaults for missing trailing solref / solimp numbers
+_SOLIMP0 = (0.9, 0.95, 0.001, 0.5, 2.0)
 
 
 def _truthy(v: str | None, default: bool, loc: Loc, el, name: str) -> bool:
@@ -108,6 +110,7 @@ class _Parser:
         self.materials: dict[str, dict] = {}
         self.bodies_by_name: dict[str, _Body] = {}
         self.sites_by_name: dict[str, tuple] = {}
+        self.named_joints: set[str] = set()  # joint names given in the file (generated ones are not MuJoCo names)
         self.all_bodies: list[_Body] = []
         self._load(source)
 
@@ -120,7 +123,7 @@ class _Parser:
         for key, items in self.warn_seen.items():
             f, ln, msg = items[0]
             more = f" ({len(items)} occurrences; first at {f}:{ln})" if len(items) > 1 else f" ({f}:{ln})"
-            warnings.warn(f"MJCF import: {msg}{more}", MJCFImportWarning, stacklevel=4)
+            warnings.warn(f"MJCF import: {msg}{more}", MJCFImportWarning, stacklevel=5)
 
     def err(self, el, message: str):
         return self.loc.error(el, message)
@@ -276,6 +279,7 @@ class _Parser:
             if el.tag == "worldbody":
                 self._walk(el, self.world, Tf(), "main")
         self.actuators, self.equalities, self.excludes, self.pairs = [], [], [], []
+        self.tendon_sections = []
         for el in root:
             tag = el.tag
             if tag in ("compiler", "default", "option", "asset", "worldbody"):
@@ -286,6 +290,8 @@ class _Parser:
             elif tag == "equality":
                 for e in el:
                     self.equalities.append(e)
+            elif tag == "tendon":
+                self.tendon_sections.append(el)
             elif tag == "contact":
                 for e in el:
                     if e.tag == "exclude":
@@ -446,6 +452,8 @@ class _Parser:
             raise self.err(el, f"unknown joint type {j.type!r}; expected one of {', '.join(_JOINT_TYPES)}")
         a = j.attrs
         j.name = a.get("name") or f"{body.name}_joint{len(body.joints)}"
+        if a.get("name"):
+            self.named_joints.add(j.name)
         j.pos = pre.point(self.floats(el, a, "pos", 3, default=(0.0, 0.0, 0.0)))
         axis = self.floats(el, a, "axis", 3, default=(0.0, 0.0, 1.0))
         if j.type in ("hinge", "slide") and np.linalg.norm(axis) < _MINVAL:
@@ -881,6 +889,30 @@ class _Custom:
             out[attr.key] = v
         return out
 
+    def apply_options(self, options: dict) -> None:
+        """ONCE-frequency attributes from ``<option>`` attributes (``mjcf_attribute_name``) and from
+        ``<option><flag>`` (``mjcf_attribute_name`` ``"flag/<name>"``)."""
+        for attr in self.by_freq.get(self.F.ONCE, ()):
+            name = attr.mjcf_attribute_name
+            if name.startswith("flag/"):
+                raw = options.get("flag", {}).get(name[5:])
+            else:
+                raw = options.get(name)
+            if raw is None:
+                continue
+            if isinstance(raw, (tuple, list)):
+                raw = " ".join(str(x) for x in raw)
+            raw = str(raw)
+            try:
+                if attr.mjcf_value_transformer is not None:
+                    ctx = {"builder": self.builder, "element": None, "attrib": options, "tag": "option", "attribute": attr}
+                    v = attr.mjcf_value_transformer(raw, ctx)
+                else:
+                    v = _generic_value(raw, attr.dtype)
+            except (ValueError, TypeError, IndexError) as e:
+                raise ValueError(f"MJCF <option>: custom attribute {attr.key!r}: cannot convert {name}={raw!r}: {e}") from None
+            attr.values[0] = v
+
 
 # ---------------------------------------------------------------------- building
 def _group_joints(joints: list[_Joint]) -> list[list[_Joint]]:
@@ -936,10 +968,13 @@ class _Builder:
             s.add_custom_attribute(clone)
         self.s = s
         self.custom = _Custom(s, p)
+        self.custom.apply_options(p.options)
         self.joint_map: dict[str, tuple] = {}  # mj joint name -> (joint idx, local coord, local dof, type)
         self.tree_joints: list[int] = []
         self.loop_joints: list[int] = []
         self.shape_info: list[tuple] = []  # (shape idx, geom dict, body)
+        self.site_index: dict[str, int] = {}  # named site -> shape idx
+        self.geom_index: dict[str, int] = {}  # named geom -> shape idx
         self.intermediate: dict[int, int] = {}  # intermediate link -> real body (for filtering)
 
     # -------------------------------------------------------------- joints
@@ -1172,6 +1207,8 @@ class _Builder:
         except ValueError as e:
             raise p.err(g["el"], str(e)) from None
         self.shape_info.append((idx, g, body))
+        if g["name"]:
+            self.geom_index[g["name"]] = idx
 
     def _hfield(self, name):
         from armillary import Heightfield
@@ -1214,10 +1251,198 @@ class _Builder:
         tf = frame * st["tf"]
         custom = self.custom.values(self.custom.F.SHAPE, st["attrs"], st["el"], "site") or None
         try:
-            self.s.add_site(body, xform=wp.transform(*tf.xyzw()), type=geo, scale=scale,
-                            label=st["name"] or "site", custom_attributes=custom)  # fmt: skip
+            idx = self.s.add_site(body, xform=wp.transform(*tf.xyzw()), type=geo, scale=scale,
+                                  label=st["name"] or "site", custom_attributes=custom)  # fmt: skip
         except ValueError as e:
             raise self.p.err(st["el"], str(e)) from None
+        if st["name"]:
+            self.site_index[st["name"]] = idx
+
+    # -------------------------------------------------------------- tendons (mujoco:tendon custom frequencies)
+    def _has_freq(self, key: str) -> bool:
+        return key in getattr(self.s, "custom_frequencies", {})
+
+    def _solparams(self, el, a, key_ref, key_imp) -> tuple:
+        """``(solref, solimp)`` of ``a`` padded with MuJoCo's defaults; None where not authored."""
+        p = self.p
+        ref = p.floats(el, a, key_ref, 2, nmin=1, allow_inf=True)
+        imp = p.floats(el, a, key_imp, 5, nmin=1)
+        if ref is not None:
+            ref = tuple(ref.tolist() + list(_SOLREF0[len(ref):]))
+        if imp is not None:
+            imp = tuple(imp.tolist() + list(_SOLIMP0[len(imp):]))
+        return ref, imp
+
+    def tendons(self):
+        """``<tendon><fixed|spatial>`` into the ``mujoco:tendon*`` rows (when SolverMuJoCo declared them)."""
+        p = self.p
+        self.tendon_rows: dict[str, int] = {}  # tendon name -> row (scratch builder)
+        self.tendon_skipped: set[str] = set()
+        if not p.tendon_sections:
+            return
+        if not self._has_freq("mujoco:tendon"):
+            for el in p.tendon_sections:
+                p.warn("tendon", el, "<tendon> is not supported and was ignored (install the MuJoCo solver plugin to "
+                       "import tendons as mujoco:tendon custom attributes)")  # fmt: skip
+            return
+        for sec in p.tendon_sections:
+            for el in sec:
+                if el.tag not in ("fixed", "spatial"):
+                    p.warn(f"tendon/{el.tag}", el, f"<tendon><{el.tag}> is not supported and was ignored")
+                    continue
+                self._tendon(el)
+
+    def _tendon(self, el):
+        p, s = self.p, self.s
+        a = p.resolve(el, "tendon", "main")
+        name = a.get("name") or ""
+        if name and (name in self.tendon_rows or name in self.tendon_skipped):
+            raise p.err(el, f"tendon name {name!r} is used twice")
+        self.tendon_count = getattr(self, "tendon_count", 0) + 1
+        label = name or f"tendon{self.tendon_count - 1}"
+
+        def skip(key, msg):
+            p.warn(key, el, msg)
+            if name:
+                self.tendon_skipped.add(name)
+
+        vals = {"mujoco:tendon_label": name, "mujoco:tendon_type": 0 if el.tag == "fixed" else 1}
+        rng = p.floats(el, a, "range", 2, allow_inf=True)
+        lim = a.get("limited", "auto").strip().lower()
+        if lim not in ("true", "false", "auto"):
+            raise p.err(el, f"limited={lim!r} must be true, false or auto")
+        limited = (rng is not None and p.c.autolimits) if lim == "auto" else lim == "true"
+        if limited:
+            r = rng if rng is not None else np.zeros(2)
+            if not r[0] < r[1]:
+                raise p.err(el, f"tendon {label!r}: range lower {r[0]} must be smaller than upper {r[1]}")
+        vals["mujoco:tendon_limited"] = bool(limited)
+        if rng is not None:
+            vals["mujoco:tendon_range"] = tuple(float(x) for x in rng)
+        for key, attr in (("stiffness", "mujoco:tendon_stiffness"), ("damping", "mujoco:tendon_damping")):
+            v = p.floats(el, a, key, 3, nmin=1)
+            if v is not None:
+                vals[attr] = tuple(v.tolist() + [0.0] * (3 - len(v)))
+        sl = p.floats(el, a, "springlength", 2, nmin=1)
+        if sl is not None:
+            vals["mujoco:tendon_springlength"] = (float(sl[0]), float(sl[-1]))
+        for key, attr in (("frictionloss", "mujoco:tendon_frictionloss"), ("margin", "mujoco:tendon_margin"),
+                          ("armature", "mujoco:tendon_armature")):  # fmt: skip
+            v = p.scalar(el, a, key, None, minimum=0.0 if key != "margin" else None)
+            if v is not None:
+                vals[attr] = v
+        for kr, ki, ar, ai in (("solreflimit", "solimplimit", "mujoco:tendon_solref_limit", "mujoco:tendon_solimp_limit"),
+                               ("solreffriction", "solimpfriction", "mujoco:tendon_solref_friction",
+                                "mujoco:tendon_solimp_friction")):  # fmt: skip
+            ref, imp = self._solparams(el, a, kr, ki)
+            if ref is not None:
+                vals[ar] = ref
+            if imp is not None:
+                vals[ai] = imp
+        afr = p.floats(el, a, "actuatorfrcrange", 2, allow_inf=True)
+        afl = a.get("actuatorfrclimited", "auto").strip().lower()
+        vals["mujoco:tendon_actfrclimited"] = (afr is not None and p.c.autolimits) if afl == "auto" else afl == "true"
+        if afr is not None:
+            vals["mujoco:tendon_actfrcrange"] = tuple(float(x) for x in afr)
+        # path
+        terms = []
+        if el.tag == "fixed":
+            for c in el:
+                if c.tag != "joint":
+                    raise p.err(c, f"<fixed> tendons contain <joint> elements, got <{c.tag}>")
+                jn = c.get("joint")
+                coef = p.scalar(c, None, "coef", None)
+                if coef is None:
+                    raise p.err(c, "tendon <joint> needs a coef")
+                if jn not in self.joint_map or jn not in p.named_joints:
+                    return skip("tendon.joint", f"<tendon> {label!r} refers to unknown joint {jn!r} and was ignored")
+                idx, _, kd, jtype = self.joint_map[jn]
+                if jtype not in ("hinge", "slide"):
+                    raise p.err(c, f"fixed tendon {label!r}: joint {jn!r} is a {jtype} joint (hinge or slide needed)")
+                terms.append({"mujoco:tendon_joint": idx, "mujoco:tendon_joint_dof": kd, "mujoco:tendon_coef": coef})
+            if not terms:
+                raise p.err(el, f"fixed tendon {label!r} has no joints")
+        else:
+            for c in el:
+                if c.tag == "site":
+                    sn = c.get("site")
+                    if sn not in p.sites_by_name:
+                        raise p.err(c, f"unknown site {sn!r}")
+                    if sn not in self.site_index:
+                        return skip("tendon.site", f"<tendon> {label!r} uses site {sn!r}, which was not imported "
+                                    "(parse_sites=False); tendon ignored")  # fmt: skip
+                    terms.append({"mujoco:tendon_wrap_type": 0, "mujoco:tendon_wrap_shape": self.site_index[sn]})
+                elif c.tag == "geom":
+                    gn = c.get("geom")
+                    gi = self.geom_index.get(gn)
+                    if gi is None:
+                        return skip("tendon.geom", f"<tendon> {label!r} wraps geom {gn!r}, which is unknown or was not "
+                                    "imported; tendon ignored")  # fmt: skip
+                    row = {"mujoco:tendon_wrap_type": 1, "mujoco:tendon_wrap_shape": gi}
+                    side = c.get("sidesite")
+                    if side:
+                        if side not in self.site_index:
+                            return skip("tendon.site", f"<tendon> {label!r} uses sidesite {side!r}, which is unknown "
+                                        "or was not imported; tendon ignored")  # fmt: skip
+                        row["mujoco:tendon_wrap_sidesite"] = self.site_index[side]
+                    terms.append(row)
+                elif c.tag == "pulley":
+                    div = p.scalar(c, None, "divisor", None)
+                    if div is None or div <= 0:
+                        raise p.err(c, "pulley needs a positive divisor")
+                    terms.append({"mujoco:tendon_wrap_type": 2, "mujoco:tendon_wrap_divisor": div})
+                else:
+                    raise p.err(c, f"<spatial> tendons contain <site>, <geom> and <pulley>, got <{c.tag}>")
+            if sum(1 for t in terms if t["mujoco:tendon_wrap_type"] == 0) < 2:
+                raise p.err(el, f"spatial tendon {label!r} needs at least two sites")
+        freq = "mujoco:tendon_joint" if el.tag == "fixed" else "mujoco:tendon_wrap"
+        adr = s.get_custom_frequency_count(freq)
+        for t in terms:
+            s.add_custom_values(t)
+        if el.tag == "fixed":
+            vals.update({"mujoco:tendon_joint_adr": adr, "mujoco:tendon_joint_num": len(terms)})
+        else:
+            vals.update({"mujoco:tendon_wrap_adr": adr, "mujoco:tendon_wrap_num": len(terms)})
+        row = s.add_custom_values(vals)["mujoco:tendon_label"]
+        if name:
+            self.tendon_rows[name] = row
+
+    def _tendon_equality(self, e, a, active):
+        p, s = self.p, self.s
+        rows = []
+        for key in ("tendon1", "tendon2"):
+            tn = e.get(key)
+            if not tn:
+                rows.append(-1)
+                continue
+            if tn in self.tendon_skipped:
+                p.warn("equality.tendon_skipped", e, f"tendon equality on ignored tendon {tn!r} was ignored")
+                return
+            if tn not in self.tendon_rows:
+                raise p.err(e, f"unknown {key} {tn!r}")
+            rows.append(self.tendon_rows[tn])
+        if rows[0] < 0:
+            raise p.err(e, "tendon equality needs tendon1")
+        pc = p.floats(e, a, "polycoef", 5, default=(0.0, 1.0, 0.0, 0.0, 0.0), nmin=1)
+        vals = {"mujoco:tendon_eq_tendon1": rows[0], "mujoco:tendon_eq_tendon2": rows[1],
+                "mujoco:tendon_eq_polycoef": tuple(pc.tolist() + [0.0] * (5 - len(pc))),
+                "mujoco:tendon_eq_active": bool(active), "mujoco:tendon_equality_label": a.get("name") or ""}  # fmt: skip
+        ref, imp = self._solparams(e, a, "solref", "solimp")
+        if ref is not None:
+            vals["mujoco:tendon_eq_solref"] = ref
+        if imp is not None:
+            vals["mujoco:tendon_eq_solimp"] = imp
+        s.add_custom_values(vals)
+
+    def _eq_custom(self, e, a) -> dict:
+        """``mujoco:eq_solref`` / ``mujoco:eq_solimp`` of the joint made from equality ``e`` (when declared)."""
+        out = {}
+        ref, imp = self._solparams(e, a, "solref", "solimp")
+        if ref is not None and "mujoco:eq_solref" in self.s.custom_attributes:
+            out["mujoco:eq_solref"] = ref
+        if imp is not None and "mujoco:eq_solimp" in self.s.custom_attributes:
+            out["mujoco:eq_solimp"] = imp
+        return out
 
     # -------------------------------------------------------------- equality constraints
     def _frame_of(self, el, body_key, site_key):
@@ -1298,14 +1523,16 @@ class _Builder:
                 n1 = e.get("body1") or e.get("site1")
                 n2 = e.get("body2") or e.get("site2") or "world"
                 label = name or f"{tag}_{n1}_{n2}"
+                eqc = self._eq_custom(e, a) or None
                 if jt == JointType.BALL:
                     cfgs = [s.default_joint_cfg.__class__(axis=tuple(ax)) for ax in np.eye(3)]
                     idx = s.add_joint(jt, parent, child, angular_axes=cfgs, label=label, enabled=active,
                                       parent_xform=wp.transform(*xp.xyzw()), child_xform=wp.transform(*xc.xyzw()),
-                                      collision_filter_parent=False)  # fmt: skip
+                                      collision_filter_parent=False, custom_attributes=eqc)  # fmt: skip
                 else:
                     idx = s.add_joint(jt, parent, child, label=label, enabled=active, collision_filter_parent=False,
-                                      parent_xform=wp.transform(*xp.xyzw()), child_xform=wp.transform(*xc.xyzw()))  # fmt: skip
+                                      parent_xform=wp.transform(*xp.xyzw()), child_xform=wp.transform(*xc.xyzw()),
+                                      custom_attributes=eqc)  # fmt: skip
                 self.loop_joints.append(idx)
             elif tag == "joint":
                 j1 = e.get("joint1")
@@ -1336,6 +1563,10 @@ class _Builder:
                     s.set_joint_mimic(ia, ib, coeffs=(float(pc[0] + r1 - pc[1] * r2), float(pc[1])))
                 except ValueError as ex:
                     raise p.err(e, str(ex)) from None
+                for key, v in self._eq_custom(e, a).items():
+                    s.custom_attributes[key].values[ia] = v
+            elif tag == "tendon" and self._has_freq("mujoco:tendon_equality"):
+                self._tendon_equality(e, a, active)
             else:
                 p.warn(f"equality/{tag}", e, f"<equality><{tag}> is not supported and was ignored")
 
@@ -1444,6 +1675,17 @@ class _Builder:
                 pa = real_parent.get(pa, -1)
             return pa
 
+        def weld_root(b):  # weld group of body b; -1: the world's
+            if b < 0:
+                return -1
+            r = root(b)
+            if r >= 0 and real_parent.get(r, None) == -1 and s.joint_type[s._body_joints[r][0]] == JointType.FIXED:
+                return -1
+            return r
+
+        def weld_parent(r):  # weld group of the parent of weld group r
+            return weld_root(body_parent(r))
+
         excluded = set()
         for e in p.excludes:
             n1, n2 = e.get("body1"), e.get("body2")
@@ -1492,14 +1734,15 @@ class _Builder:
                     if ra == rb:
                         filt = True
                     elif ba >= 0 and bb >= 0:
-                        pa, pb = body_parent(ba), body_parent(bb)
-                        if (pa == bb or pb == ba) and self.p.options.get("flag", {}).get("filterparent", "enable") != "disable":
+                        # MuJoCo's parent filter compares weld groups and never applies to the world's group
+                        if (ra >= 0 and rb >= 0 and (ra == weld_parent(rb) or rb == weld_parent(ra))
+                                and self.p.options.get("flag", {}).get("filterparent", "enable") != "disable"):
                             filt = True
                         elif not self_coll and art_of.get(ba, -2) == art_of.get(bb, -3):
                             filt = True
                 if filt:
                     pairs.add(key)
-                elif key in pairs and key in allowed:
+                else:  # MuJoCo collides them (e.g. a child of a world-welded body): undo the builder's parent filter
                     pairs.discard(key)
         for key in allowed:
             pairs.discard(key)
@@ -1703,6 +1946,9 @@ def add_mjcf(
         collapse_fixed_joints=collapse_fixed_joints, skip_equality_constraints=skip_equality_constraints,
         path_resolver=path_resolver,
     )  # fmt: skip
+    # declarations made here are undone if the import fails (the builder is left untouched)
+    declared = (dict(getattr(builder, "custom_attributes", {})), dict(getattr(builder, "custom_frequencies", {})),
+                dict(getattr(builder, "_custom_frequency_counts", {})))  # fmt: skip
     try:
         from armillary import plugins
 
@@ -1712,6 +1958,19 @@ def add_mjcf(
     p = _Parser.__new__(_Parser)
     p.file = source if isinstance(source, str) and not source.lstrip().startswith("<") else "<string>"
     try:
+        _import(builder, p, source, opts, collapse_fixed_joints, verbose)
+    except BaseException:
+        for obj, name, old in zip((builder,) * 3, ("custom_attributes", "custom_frequencies", "_custom_frequency_counts"),
+                                  declared):  # fmt: skip
+            cur = getattr(obj, name, None)
+            if isinstance(cur, dict):
+                cur.clear()
+                cur.update(old)
+        raise
+
+
+def _import(builder, p, source, opts, collapse_fixed_joints, verbose):
+    try:
         p.__init__(builder, source, opts)
         p.parse()
         _compute_mass(p)
@@ -1719,6 +1978,7 @@ def add_mjcf(
             _collapse_fixed(p)
         b = _Builder(p, builder, opts)
         b.build()
+        b.tendons()
         b.equalities()
         b.actuators()
         b.collisions()

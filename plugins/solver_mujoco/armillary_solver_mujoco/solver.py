@@ -1,0 +1,399 @@
+"""``SolverMuJoCo``: armillary models stepped by MuJoCo (the C engine; MuJoCo Warp on request).
+
+The model is converted once (:mod:`.convert`) into an ``MjModel`` of one world; each world gets
+an ``MjData``. A step converts the input state (:mod:`.state_map`), controls and forces into
+MuJoCo's arrays, runs ``mj_step`` per world (or, with ``use_mujoco_contacts=False``, MuJoCo's
+pipeline with armillary's contacts injected in place of MuJoCo's collision detection) and
+converts the result back; ``body_q`` / ``body_qd`` follow by forward kinematics.
+
+When ``state_in`` is exactly the state this solver wrote on the previous step (same arrays,
+same values), the float64 ``MjData`` state is continued as is instead of being rebuilt from the
+float32 arrays, so a stepping loop reproduces MuJoCo's own trajectory to float64 precision.
+Editing the state between steps (any value) makes the next step start from the edited state.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import warp as wp
+
+from armillary.flags import ModelFlags
+from armillary.sim.enums import JointType
+from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+
+from . import attributes
+from .convert import Conversion, convert_model
+from .state_map import StateMap, qconj, qmul, qrot
+
+__all__ = ["SolverMuJoCo"]
+
+_OPTION_NAMES = ("integrator", "cone", "solver", "impratio", "iterations", "ls_iterations", "tolerance",
+                 "ls_tolerance", "density", "viscosity", "wind", "magnetic")  # fmt: skip
+_REBUILD = (ModelFlags.JOINT_PROPERTIES | ModelFlags.JOINT_DOF_PROPERTIES | ModelFlags.BODY_PROPERTIES
+            | ModelFlags.BODY_INERTIAL_PROPERTIES | ModelFlags.SHAPE_PROPERTIES | ModelFlags.MODEL_PROPERTIES
+            | ModelFlags.JOINT_DOF_FORCE_PROPERTIES | ModelFlags.JOINT_DOF_INERTIAL_PROPERTIES
+            | ModelFlags.JOINT_REFERENCE_POSE_PROPERTIES | ModelFlags.SHAPE_TYPE_AND_SOURCE
+            | ModelFlags.CONSTRAINT_PROPERTIES | ModelFlags.ACTUATOR_PROPERTIES)  # fmt: skip
+
+
+class SolverMuJoCo(SolverBase):
+    """Steps an armillary model with MuJoCo.
+
+    Args:
+        model: the model (every world a replica of world 0; see :mod:`.convert` for what converts).
+        use_mujoco_contacts: ``True`` (default): MuJoCo detects contacts itself from the converted
+            geoms (``contype``/``conaffinity`` from the ``mujoco`` custom attributes, collision
+            filter pairs as body ``<exclude>``\\s) and ``step`` expects ``contacts=None``.
+            ``False``: ``step`` takes armillary :class:`~armillary.Contacts` (from a
+            :class:`~armillary.CollisionPipeline`) and hands them to MuJoCo's constraint solver
+            with the MuJoCo contact parameters of the two geoms.
+        use_mujoco_cpu: ``True``: the MuJoCo C engine (the default on the CPU device);
+            ``False``: MuJoCo Warp (the default on CUDA). MuJoCo Warp is not supported on the
+            Warp CPU device (see the plugin README): asking for it there raises ``ValueError``.
+        nconmax: contacts per world (MuJoCo Warp only; the C engine grows its arena as needed).
+        njmax: constraint rows per world (MuJoCo Warp only). ``None``: MuJoCo's defaults.
+        iterations: ``mjOption.iterations`` (constraint solver iterations). Like every option
+            below, ``None`` keeps the model's ``mujoco:*`` value (from MJCF ``<option>``), else
+            MuJoCo's default.
+        ls_iterations: ``mjOption.ls_iterations`` (line-search iterations).
+        solver: ``"PGS"``, ``"CG"`` or ``"Newton"`` (or MuJoCo's integer code).
+        integrator: ``"Euler"``, ``"RK4"``, ``"implicit"`` or ``"implicitfast"`` (MuJoCo's default,
+            also ours when the model says nothing, is Euler).
+        cone: ``"pyramidal"`` or ``"elliptic"`` friction cones.
+        impratio: ``mjOption.impratio`` (friction-to-normal impedance ratio).
+        tolerance: ``mjOption.tolerance`` (solver termination).
+        ls_tolerance: ``mjOption.ls_tolerance``.
+        density: medium density [kg/m^3] for MuJoCo's fluid forces.
+        viscosity: medium viscosity [Pa s].
+        wind: medium velocity (3,) [m/s].
+        magnetic: global magnetic flux (3,) [T].
+        disable_contacts: disable MuJoCo contacts entirely (``mjDSBL_CONTACT``).
+        save_to_mjcf: path to write the converted model as MJCF (debugging).
+        include_sites: convert site shapes to MuJoCo sites.
+        skip_visual_only_geoms: do not convert shapes that neither collide nor are sites.
+        separate_worlds: accepted for scripts written for the reference engine; worlds are
+            always separate here (one ``MjData`` each).
+        update_data_interval: accepted likewise; the state is converted every step.
+        collision_pipeline: optional :class:`~armillary.CollisionPipeline` kept on the solver for
+            callers that want one place to find it; ``step`` uses the ``contacts`` it is given.
+
+    Attributes:
+        mj_model: the compiled ``mujoco.MjModel`` (one world).
+        mj_data: the ``mujoco.MjData`` of world 0 (``mj_datas`` has all of them).
+    """
+
+    capabilities = SolverCapabilities(
+        coordinates=Coordinates.GENERALIZED,
+        joint_types=frozenset({JointType.PRISMATIC, JointType.REVOLUTE, JointType.BALL, JointType.FIXED,
+                               JointType.FREE, JointType.D6}),  # fmt: skip
+        features=frozenset({"rigid_bodies", "body_forces", "joint_forces", "kinematic_bodies", "rigid_contacts",
+                            "friction", "joint_limits", "joint_drives", "joint_springs", "mimic_joints",
+                            "loop_joints", "multiple_worlds", "reset_world_mask"}),  # fmt: skip
+        deterministic=True,
+        collision_pipeline=True,
+    )
+
+    def __init__(
+        self,
+        model,
+        *,
+        use_mujoco_contacts: bool = True,
+        use_mujoco_cpu: bool | None = None,
+        nconmax: int | None = None,
+        njmax: int | None = None,
+        iterations: int | None = None,
+        ls_iterations: int | None = None,
+        solver: int | str | None = None,
+        integrator: int | str | None = None,
+        cone: int | str | None = None,
+        impratio: float | None = None,
+        tolerance: float | None = None,
+        ls_tolerance: float | None = None,
+        density: float | None = None,
+        viscosity: float | None = None,
+        wind: tuple | None = None,
+        magnetic: tuple | None = None,
+        disable_contacts: bool | None = None,
+        save_to_mjcf: str | None = None,
+        include_sites: bool = True,
+        skip_visual_only_geoms: bool = True,
+        separate_worlds: bool | None = None,
+        update_data_interval: int | None = None,
+        collision_pipeline=None,
+    ):
+        super().__init__(model, collision_pipeline=collision_pipeline)
+        import mujoco
+
+        self._mujoco = mujoco
+        device = wp.get_device(model.device)
+        if use_mujoco_cpu is None:
+            use_mujoco_cpu = not device.is_cuda
+        if not use_mujoco_cpu and not device.is_cuda:
+            raise ValueError(
+                "SolverMuJoCo: MuJoCo Warp needs a CUDA device (it does not run on Warp's CPU device); "
+                "use use_mujoco_cpu=True (the default on the CPU)"
+            )
+        if not use_mujoco_cpu:
+            raise NotImplementedError("SolverMuJoCo: the MuJoCo Warp backend is not available in this version; "
+                                      "use use_mujoco_cpu=True")  # fmt: skip
+        for name, value in (("nconmax", nconmax), ("njmax", njmax)):
+            if value is not None and int(value) < 0:
+                raise ValueError(f"SolverMuJoCo: {name} must be >= 0, got {value!r}")
+        self.use_mujoco_contacts = bool(use_mujoco_contacts)
+        self.use_mujoco_cpu = True
+        self.nconmax, self.njmax = nconmax, njmax
+        self.save_to_mjcf = save_to_mjcf
+        self.include_sites = bool(include_sites)
+        self.skip_visual_only_geoms = bool(skip_visual_only_geoms)
+        self.disable_contacts = bool(disable_contacts)
+        self._options = {
+            "integrator": None if integrator is None else attributes.parse_integrator(integrator),
+            "cone": None if cone is None else attributes.parse_cone(cone),
+            "solver": None if solver is None else attributes.parse_solver(solver),
+            "iterations": iterations, "ls_iterations": ls_iterations, "impratio": impratio,
+            "tolerance": tolerance, "ls_tolerance": ls_tolerance, "density": density,
+            "viscosity": viscosity, "wind": wind, "magnetic": magnetic,
+        }  # fmt: skip
+        self._build()
+
+    # ------------------------------------------------------------------ setup
+    @classmethod
+    def register_custom_attributes(cls, builder) -> None:
+        """Declare the ``mujoco:*`` attributes (geom contact parameters, joint limit/friction
+        solver parameters, gravity compensation, ``<option>`` values); see :mod:`.attributes`."""
+        attributes.register(builder)
+
+    def _build(self) -> None:
+        mujoco = self._mujoco
+        self.conversion: Conversion = convert_model(
+            self.model, options=self._options, include_sites=self.include_sites,
+            skip_visual_only_geoms=self.skip_visual_only_geoms, use_mujoco_contacts=self.use_mujoco_contacts,
+        )  # fmt: skip
+        m = self.conversion.mj_model
+        if self.disable_contacts:
+            m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        if self.save_to_mjcf:
+            os.makedirs(os.path.dirname(os.path.abspath(self.save_to_mjcf)), exist_ok=True)
+            with open(self.save_to_mjcf, "w") as f:
+                f.write(self.conversion.spec.to_xml())
+        if not self.use_mujoco_contacts and int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4):
+            raise ValueError("SolverMuJoCo: use_mujoco_contacts=False needs a single-stage integrator; RK4 "
+                             "re-detects contacts at every stage (use Euler, implicit or implicitfast)")  # fmt: skip
+        self.mj_model = m
+        self.mj_models = [m] * self.conversion.world_count
+        self.mj_datas = [mujoco.MjData(m) for _ in range(self.conversion.world_count)]
+        self.mj_data = self.mj_datas[0]
+        self.state_map = StateMap(self.model, self.conversion)
+        self._force_tables()
+        self._last_written = None  # (joint_q array, joint_qd array, q copy, qd copy)
+        self.__dict__.pop("_param_writer", None)
+        self.__dict__.pop("_injector", None)
+        if self.conversion.world_count > 1 and not self._worlds_share_parameters():
+            from .parameters import PUSHABLE, per_world_models
+
+            self.mj_models = per_world_models(self, int(PUSHABLE))
+
+    def _force_tables(self) -> None:
+        """Index tables for controls and applied forces (world 0 entities; per-world offsets)."""
+        conv, sm = self.conversion, self.state_map
+        self._act_p = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "p"]
+        self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
+        self._act_p_dof = np.asarray([d for d, _ in self._act_p], np.int64)
+        self._act_p_id = np.asarray([a for _, a in self._act_p], np.int64)
+        self._act_v_dof = np.asarray([d for d, _ in self._act_v], np.int64)
+        self._act_v_id = np.asarray([a for _, a in self._act_v], np.int64)
+        worlds = conv.worlds
+        self._body_local = worlds[0].bodies.astype(np.int64)
+        self._body_mj = conv.body_ids[self._body_local] if len(self._body_local) else np.zeros(0, np.int64)
+        b0 = int(worlds[0].bodies[0]) if len(worlds[0].bodies) else 0
+        self._body_off = np.array([int(w.bodies[0]) - b0 if len(w.bodies) else 0 for w in worlds], np.int64)
+        # FREE joints: their joint_f is a world wrench at the child COM -> xfrc_applied of the child
+        child = self.model.joint_child.numpy() if self.model.joint_count else np.zeros(0, np.int64)
+        self._free_joint_body = []
+        for j, kind, qs, ds, mq, md, n in conv.joint_map:
+            if kind == "free":
+                self._free_joint_body.append((ds, int(conv.body_ids[child[j]])))
+        kin = conv.kinematic_dofs
+        self._has_kinematic = bool(len(kin))
+
+    # --------------------------------------------------------------- contract
+    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+        mujoco = self._mujoco
+        m, sm = self.mj_model, self.state_map
+        if self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
+            self._warn_once("contacts-ignored", "SolverMuJoCo(use_mujoco_contacts=True) detects contacts itself; the "
+                                                "contacts passed to step() are ignored")  # fmt: skip
+        for mw in {id(x): x for x in self.mj_models}.values():
+            mw.opt.timestep = float(dt)
+        q_in = state_in.joint_q.numpy()
+        qd_in = state_in.joint_qd.numpy()
+        continued = (
+            self._last_written is not None and not self._has_kinematic
+            and self._last_written[0] is state_in.joint_q and self._last_written[1] is state_in.joint_qd
+            and np.array_equal(self._last_written[2], q_in) and np.array_equal(self._last_written[3], qd_in)
+        )  # fmt: skip
+        if not continued:
+            qpos, qvel = sm.to_mujoco(q_in, qd_in)
+            for w, d in enumerate(self.mj_datas):
+                d.qpos[:] = qpos[w]
+                d.qvel[:] = qvel[w]
+        self._apply_inputs(state_in, control)
+        if self.use_mujoco_contacts or self.disable_contacts:
+            for mw, d in zip(self.mj_models, self.mj_datas):
+                mujoco.mj_step(mw, d)
+        else:
+            self._step_with_contacts(state_in, contacts)
+        qpos = np.stack([d.qpos for d in self.mj_datas])
+        qvel = np.stack([d.qvel for d in self.mj_datas])
+        q_out = np.array(q_in, dtype=np.float64)
+        qd_out = np.array(qd_in, dtype=np.float64)
+        sm.from_mujoco(qpos, qvel, q_out, qd_out)
+        if self._has_kinematic:
+            kin = self._kinematic_all_worlds()
+            qd_out[kin] = qd_in[kin]
+        state_out.joint_q.assign(q_out.astype(np.float32))
+        state_out.joint_qd.assign(qd_out.astype(np.float32))
+        self._last_written = (state_out.joint_q, state_out.joint_qd, state_out.joint_q.numpy().copy(),
+                              state_out.joint_qd.numpy().copy())  # fmt: skip
+        from armillary.sim.kinematics import eval_fk
+
+        eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
+
+    def _worlds_share_parameters(self) -> bool:
+        """Whether every world's parameter arrays equal world 0's (one MjModel serves all)."""
+        model, conv = self.model, self.conversion
+        groups = (
+            ("bodies", ("body_mass", "body_com", "body_inertia")),
+            ("joints", ()),
+            ("shapes", ("shape_material_mu", "shape_material_mu_torsional", "shape_material_mu_rolling",
+                        "shape_margin", "shape_gap")),
+        )  # fmt: skip
+        for attr, names in groups:
+            ranges = [getattr(w, attr) for w in conv.worlds]
+            for name in names:
+                arr = getattr(model, name).numpy()
+                ref = arr[ranges[0]]
+                if any(not np.array_equal(arr[r], ref) for r in ranges[1:]):
+                    return False
+        sm = self.state_map
+        for name in ("joint_armature", "joint_damping", "joint_friction", "joint_stiffness", "joint_limit_lower",
+                     "joint_limit_upper", "joint_target_ke", "joint_target_kd", "joint_effort_limit"):  # fmt: skip
+            if not self.model.joint_dof_count:
+                break
+            arr = getattr(model, name).numpy()
+            n = len(arr) // max(len(conv.worlds), 1)
+            if len(sm.d_off) > 1 and n and any(not np.array_equal(arr[o:o + n], arr[:n]) for o in sm.d_off[1:]):
+                return False
+        g = model.gravity.numpy().reshape(-1, 3)
+        return bool(np.all(g == g[0]))
+
+    def _kinematic_all_worlds(self):
+        kin = self.conversion.kinematic_dofs
+        return (self.state_map.d_off[:, None] + kin[None, :]).reshape(-1)
+
+    def _apply_inputs(self, state_in, control) -> None:
+        """Controls (drive targets), generalized forces and body wrenches into each MjData."""
+        sm = self.state_map
+        W = len(self.mj_datas)
+        target_q = target_qd = joint_f = None
+        if control is not None:
+            target_q = control.joint_target_q.numpy() if control.joint_target_q is not None else None
+            target_qd = control.joint_target_qd.numpy() if control.joint_target_qd is not None else None
+            joint_f = control.joint_f.numpy() if getattr(control, "joint_f", None) is not None else None
+        if target_q is None:
+            target_q = self.model.joint_target_q.numpy() if self.model.joint_dof_count else np.zeros(0)
+        if target_qd is None:
+            target_qd = self.model.joint_target_qd.numpy() if self.model.joint_dof_count else np.zeros(0)
+        body_f = state_in.body_f.numpy() if getattr(state_in, "body_f", None) is not None else None
+        q_in = None
+        for w, d in enumerate(self.mj_datas):
+            if len(self._act_p_id):
+                d.ctrl[self._act_p_id] = target_q[sm.d_off[w] + self._act_p_dof]
+            if len(self._act_v_id):
+                d.ctrl[self._act_v_id] = target_qd[sm.d_off[w] + self._act_v_dof]
+            d.qfrc_applied[:] = 0.0
+            d.xfrc_applied[:] = 0.0
+        if joint_f is not None and len(joint_f):
+            qfrc = np.zeros((W, self.mj_model.nv))
+            if len(sm.scalar_d):
+                qfrc[:, sm.scalar_md] = joint_f[sm._idx(sm.scalar_d, sm.d_off)]
+            if len(sm.ball_d):
+                q_in = self._ball_quats()
+                f = joint_f[sm._idx(sm.ball_d, sm.d_off)[..., None] + np.arange(3)]
+                rc = np.broadcast_to(sm.ball_rc, q_in.shape)
+                qfrc[:, (sm.ball_md[:, None] + np.arange(3))] = qrot(rc, qrot(qconj(q_in), f))
+            for w, d in enumerate(self.mj_datas):
+                d.qfrc_applied[:] = qfrc[w]
+                for ds, bid in self._free_joint_body:
+                    d.xfrc_applied[bid] += joint_f[sm.d_off[w] + ds: sm.d_off[w] + ds + 6]
+        if body_f is not None and len(self._body_local):
+            for w, d in enumerate(self.mj_datas):
+                d.xfrc_applied[self._body_mj] += body_f[self._body_off[w] + self._body_local]
+
+    def _ball_quats(self):
+        sm = self.state_map
+        qpos = np.stack([d.qpos for d in self.mj_datas])
+        from .state_map import wxyz_to_xyzw
+
+        qm = wxyz_to_xyzw(qpos[:, (sm.ball_mq[:, None] + np.arange(4))])
+        rc = np.broadcast_to(sm.ball_rc, qm.shape)
+        return qmul(qmul(qconj(rc), qm), rc)
+
+    def _step_with_contacts(self, state_in, contacts) -> None:
+        from .contacts import step_with_injected_contacts
+
+        self._contact_state = state_in
+        step_with_injected_contacts(self, contacts)
+
+    def _warn_once(self, key, message):
+        seen = self.__dict__.setdefault("_warned", set())
+        if key not in seen:
+            seen.add(key)
+            warnings.warn(message, UserWarning, stacklevel=3)
+
+    def notify_model_changed(self, flags) -> None:
+        """Push changed parameters into the compiled model(s) in place (body inertial, joint DOF,
+        shape and model properties: masses, inertias, armature, damping, friction, springs, limits,
+        drive gains, contact parameters, gravity); the MuJoCo state is kept. Structural changes
+        (joint or shape types, anchors, axes, sources, constraints) recompile the model."""
+        from .parameters import PUSHABLE, per_world_models
+
+        super().notify_model_changed(flags)
+        value = int(flags)
+        structural = value & int(_REBUILD) & ~int(PUSHABLE)
+        if value & int(PUSHABLE) and not structural:
+            self.mj_models = per_world_models(self, value & int(PUSHABLE))
+            self.mj_model = self.mj_models[0]
+            return
+        if value & int(_REBUILD):
+            saved = [(d.qpos.copy(), d.qvel.copy()) for d in self.mj_datas]
+            self._build()
+            for d, (q, v) in zip(self.mj_datas, saved):
+                if d.qpos.shape == q.shape and d.qvel.shape == v.shape:
+                    d.qpos[:] = q
+                    d.qvel[:] = v
+
+    def reset_mujoco_state(self, state, *, qpos=None, qvel=None) -> None:
+        """Reset every world's ``MjData`` (``mj_resetData``) to ``state``, or to the float64 MuJoCo
+        vectors ``qpos`` / ``qvel`` (shape ``(nq,)`` / ``(nv,)`` or per world ``(W, nq)`` / ``(W, nv)``),
+        in which case ``state`` must already hold the same configuration (for its float32 copy):
+        the next ``step(state, ...)`` then starts from the exact double-precision values."""
+        mujoco = self._mujoco
+        if qpos is None or qvel is None:
+            qpos, qvel = self.state_map.to_mujoco(state.joint_q.numpy(), state.joint_qd.numpy())
+        qpos = np.broadcast_to(np.asarray(qpos, np.float64), (len(self.mj_datas), self.mj_model.nq))
+        qvel = np.broadcast_to(np.asarray(qvel, np.float64), (len(self.mj_datas), self.mj_model.nv))
+        for w, d in enumerate(self.mj_datas):
+            mujoco.mj_resetData(self.mj_model, d)
+            d.qpos[:] = qpos[w]
+            d.qvel[:] = qvel[w]
+        self._last_written = (state.joint_q, state.joint_qd, state.joint_q.numpy().copy(), state.joint_qd.numpy().copy())
+
+    def reset(self, state, world_mask=None, flags=None) -> None:
+        super().reset(state, world_mask=world_mask, flags=flags)
+        self._last_written = None
+        for d in self.mj_datas:
+            d.qacc_warmstart[:] = 0.0
