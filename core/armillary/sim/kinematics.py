@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from ..launch import LaunchCache
 from .enums import BodyFlags
 from . import kinematics_kernels as kk
 
@@ -184,7 +185,10 @@ def eval_fk(model, joint_q, joint_qd, state, mask=None, indices=None, body_flag_
     if dim == 0:
         return
     topo = topology(model)
-    wp.launch(
+    launches = topo.scratch.get("fk_launches")
+    if launches is None:  # eval_fk runs every step in many loops: replay recorded launches
+        launches = topo.scratch["fk_launches"] = LaunchCache()
+    launches.launch(
         kk.eval_fk_kernel,
         dim=dim,
         inputs=[

@@ -12,8 +12,10 @@ from __future__ import annotations
 from ..flags import ModelFlags, StateFlags
 from .base import SolverBase
 from .capabilities import FEATURES, Coordinates, SolverCapabilities
+from .coupling import CouplingInterface
 
-__all__ = ["FEATURES", "Coordinates", "ModelFlags", "SolverBase", "SolverCapabilities", "StateFlags"]
+__all__ = ["FEATURES", "CouplingInterface", "Coordinates", "ModelFlags", "SolverBase", "SolverCapabilities",
+           "StateFlags"]
 
 
 def __getattr__(name: str):

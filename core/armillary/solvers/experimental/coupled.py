@@ -12,6 +12,10 @@ from __future__ import annotations
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in ("CouplingInterface", "ENDPOINT_BODY", "ENDPOINT_PARTICLE"):
+        from .. import coupling  # the hook mixin lives in core
+
+        return getattr(coupling, name)
     from ...plugins import get_registry
 
     return get_registry().solvers.resolve(name)
