@@ -67,6 +67,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--worlds", type=int, default=64)
+    parser.add_argument("--warp", action="store_true", help="also time the MuJoCo Warp backend (slow on the CPU)")
     args = parser.parse_args()
     wp.config.log_level = wp.LOG_WARNING
     if not os.path.exists(HUMANOID):
@@ -88,6 +89,9 @@ def main():
             ours = engine_rate(armillary, SolverMuJoCo, HUMANOID, worlds, steps)
             print(f"raw mujoco.mj_step loop:   {raw:9.1f} steps/s")
             print(f"armillary SolverMuJoCo:    {ours:9.1f} steps/s   overhead raw/ours = {raw / ours:.2f}x")
+            if args.warp:
+                mjw_rate = engine_rate(armillary, SolverMuJoCo, HUMANOID, worlds, max(steps // 10, 5), use_mujoco_cpu=False)
+                print(f"armillary SolverMuJoCo, MuJoCo Warp backend on {wp.get_device()}: {mjw_rate:9.1f} steps/s")
             if newton is not None:
                 try:
                     theirs = engine_rate(newton, NewtonMuJoCo, HUMANOID, worlds, steps, use_mujoco_cpu=True)

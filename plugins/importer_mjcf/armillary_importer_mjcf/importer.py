@@ -236,10 +236,11 @@ class _Parser:
         out.update(el.attrib)
         return out
 
-    def _parse_default(self, el, parent: dict, name: str):
+    def _parse_default(self, el, parent: dict, name: str, parent_levels: tuple = ()):
         if name in self.defaults and name != "main":
             raise self.err(el, f"default class {name!r} is defined twice")
         d = {k: dict(v) for k, v in parent.items()}
+        own: dict = {}  # this class's own attributes per bucket (element-wise vector defaults need the chain)
         nested = []
         for c in el:
             if c.tag == "default":
@@ -249,12 +250,24 @@ class _Parser:
             else:
                 bucket = _DEFAULT_BUCKET.get(c.tag, c.tag)
                 d.setdefault(bucket, {}).update(c.attrib)
+                own.setdefault(bucket, {}).update(c.attrib)
         self.defaults[name] = d
+        levels = tuple(parent_levels) + (own,)
+        self.default_levels[name] = levels
         for c in nested:
             cname = c.get("class")
             if not cname:
                 raise self.err(c, "nested <default> needs a class attribute")
-            self._parse_default(c, d, cname)
+            self._parse_default(c, d, cname, levels)
+
+    def resolve_levels(self, el, tag: str, cls: str) -> list:
+        """The attribute dicts that set ``el``'s values, outermost default class first, ``el`` last
+        (MuJoCo fills a partially given vector element-wise over this chain)."""
+        c = el.get("class") or cls
+        if c not in self.defaults:
+            raise self.err(el, f"unknown default class {c!r}")
+        bucket = _DEFAULT_BUCKET.get(tag, tag)
+        return [lvl[bucket] for lvl in self.default_levels.get(c, ()) if bucket in lvl] + [dict(el.attrib)]
 
     # ------------------------------------------------------------------ top level
     def parse(self):
@@ -262,9 +275,12 @@ class _Parser:
         for el in root.iter("compiler"):
             self._compiler(el)
         self.defaults = {"main": {}}
+        self.default_levels = {"main": ()}
         for el in root:
             if el.tag == "default":
-                self._parse_default(el, self.defaults.get("main", {}) if el.get("class", "main") != "main" else {}, el.get("class", "main"))
+                top = el.get("class", "main") != "main"
+                self._parse_default(el, self.defaults.get("main", {}) if top else {}, el.get("class", "main"),
+                                    self.default_levels.get("main", ()) if top else ())  # fmt: skip
         self.options = {}
         self.gravity = None
         for el in root:
@@ -976,6 +992,8 @@ class _Builder:
         self.site_index: dict[str, int] = {}  # named site -> shape idx
         self.geom_index: dict[str, int] = {}  # named geom -> shape idx
         self.intermediate: dict[int, int] = {}  # intermediate link -> real body (for filtering)
+        # geoms named by a <contact><pair>: they collide through the pair even with contype = conaffinity = 0
+        self.pair_geoms: set[str] = {n for e in p.pairs for n in (e.get("geom1"), e.get("geom2")) if n}
 
     # -------------------------------------------------------------- joints
     def _cfg(self, j: _Joint, axis):
@@ -1157,7 +1175,7 @@ class _Builder:
 
         p, s, opts = self.p, self.s, self.opts
         t = g["type"]
-        visual = g["contype"] == 0 and g["conaffinity"] == 0
+        visual = g["contype"] == 0 and g["conaffinity"] == 0 and not (g["name"] and g["name"] in self.pair_geoms)
         if visual and not opts["parse_visuals"]:
             return
         if t == "mesh" and not opts["parse_meshes"]:
@@ -1649,7 +1667,8 @@ class _Builder:
     def collisions(self):
         p, s = self.p, self.s
         shapes = [(i, g, b) for i, g, b in self.shape_info if s.shape_flags[i] & 0 == 0]
-        colliding = [(i, g, b) for i, g, b in self.shape_info if g["contype"] != 0 or g["conaffinity"] != 0]
+        colliding = [(i, g, b) for i, g, b in self.shape_info
+                     if g["contype"] != 0 or g["conaffinity"] != 0 or (g["name"] and g["name"] in self.pair_geoms)]
         # weld groups: bodies rigidly attached to each other (MuJoCo never collides geoms of one weld group)
         from armillary.sim.enums import JointType
 
@@ -1746,6 +1765,55 @@ class _Builder:
                     pairs.discard(key)
         for key in allowed:
             pairs.discard(key)
+
+    # -------------------------------------------------------------- <contact> as mujoco:pair / mujoco:exclude rows
+    def contact_rows(self):
+        """``<contact><pair>`` into ``mujoco:pair`` rows and ``<contact><exclude>`` into ``mujoco:exclude``
+        rows (when SolverMuJoCo declared them); the collision filter pairs are made by :meth:`collisions`."""
+        p, s = self.p, self.s
+        if p.pairs and self._has_freq("mujoco:pair"):
+            geom_shape = {g["name"]: i for i, g, _ in self.shape_info if g["name"]}
+            for e in p.pairs:
+                self._pair_row(e, geom_shape)
+        if p.excludes and self._has_freq("mujoco:exclude"):
+            for e in p.excludes:
+                n1, n2 = e.get("body1"), e.get("body2")
+                b1 = -1 if n1 == "world" else p.bodies_by_name[n1].index
+                b2 = -1 if n2 == "world" else p.bodies_by_name[n2].index
+                if b1 == b2:
+                    continue  # merged into one body (collapse_fixed_joints): its geoms never collide anyway
+                s.add_custom_values({"mujoco:exclude_body1": b1, "mujoco:exclude_body2": b2,
+                                     "mujoco:exclude_label": e.get("name") or ""})  # fmt: skip
+
+    def _pair_row(self, e, geom_shape: dict):
+        p = self.p
+        g1, g2 = e.get("geom1"), e.get("geom2")
+        if g1 not in geom_shape or g2 not in geom_shape:
+            raise p.err(e, f"unknown geom in pair ({g1!r}, {g2!r})")
+        # MuJoCo takes an explicit pair's parameters from the pair and its default classes, never
+        # from the geoms; a partially given vector keeps the remaining numbers of the class chain
+        vals = {"condim": 3, "friction": [1.0, 1.0, 0.005, 0.0001, 0.0001], "solref": list(_SOLREF0),
+                "solreffriction": [0.0, 0.0], "solimp": list(_SOLIMP0), "margin": 0.0, "gap": 0.0, "adhesion": 0.0}
+        for attrs in p.resolve_levels(e, "pair", "main"):
+            for key, n in (("friction", 5), ("solref", 2), ("solreffriction", 2), ("solimp", 5)):
+                v = p.floats(e, attrs, key, n, nmin=1, allow_inf=key.startswith("solref"))
+                if v is not None:
+                    vals[key][:len(v)] = v.tolist()
+            for key in ("margin", "gap", "adhesion"):
+                v = p.floats(e, attrs, key, 1)
+                if v is not None:
+                    vals[key] = float(v[0])
+            v = p.floats(e, attrs, "condim", 1)
+            if v is not None:
+                if float(v[0]) != int(v[0]):
+                    raise p.err(e, f"pair condim={attrs['condim']!r} must be an integer")
+                vals["condim"] = int(v[0])
+        if vals["condim"] not in (1, 3, 4, 6):
+            raise p.err(e, f"invalid condim {vals['condim']} in contact pair (MuJoCo allows 1, 3, 4 or 6)")
+        row = {f"mujoco:pair_{k}": (tuple(v) if isinstance(v, list) else v) for k, v in vals.items()}
+        row.update({"mujoco:pair_geom1": geom_shape[g1], "mujoco:pair_geom2": geom_shape[g2],
+                    "mujoco:pair_label": e.get("name") or ""})  # fmt: skip
+        self.s.add_custom_values({k: v for k, v in row.items() if k in self.s.custom_attributes})
 
     # -------------------------------------------------------------- merge
     def commit(self):
@@ -1982,6 +2050,7 @@ def _import(builder, p, source, opts, collapse_fixed_joints, verbose):
         b.equalities()
         b.actuators()
         b.collisions()
+        b.contact_rows()
     except (MJCFImportError, ImportError):
         raise
     except Exception as e:  # anything else the input provoked: name the file, keep the cause

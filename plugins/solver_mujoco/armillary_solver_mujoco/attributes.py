@@ -129,3 +129,6 @@ def register(builder) -> None:
     from .tendons import register_tendon_attributes
 
     register_tendon_attributes(builder)
+    from .pairs import register_pair_attributes
+
+    register_pair_attributes(builder)

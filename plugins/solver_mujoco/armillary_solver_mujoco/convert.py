@@ -7,7 +7,9 @@ types); each world gets its own ``MjData`` (C backend) or its own slice of the b
 
 Frames: a MuJoCo body frame is our body frame; its pose in the parent body at ``qpos = 0`` is
 ``joint_X_p * inverse(joint_X_c)``; joint anchors and axes are expressed in the child frame
-(``joint_X_c``). Joint coordinates need no offset (``ref = 0``), except that BALL quaternions
+(``joint_X_c``). Hinge/slide joints get ``ref`` = the model's initial ``joint_q`` (the body is
+placed at that pose), so MuJoCo's ``qpos`` equals ``joint_q`` and its ``qpos0`` is the model's
+initial configuration, as for an MJCF model; BALL quaternions
 are conjugated by the child anchor rotation (:class:`StateMap`). D6 joints become stacked
 slide then hinge joints at the same anchor, which compose exactly like our D6.
 
@@ -218,6 +220,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     friction = model.joint_friction.numpy() if model.joint_dof_count else None
     stiffness = model.joint_stiffness.numpy() if model.joint_dof_count else None
     rest_q = model.joint_rest_q.numpy() if model.joint_coord_count else None
+    q_init = model.joint_q.numpy().astype(np.float64) if model.joint_coord_count else np.zeros(0)
     body_flags = model.body_flags.numpy() if model.body_count else np.zeros(0, np.int32)
     mass = model.body_mass.numpy() if model.body_count else None
     com = model.body_com.numpy() if model.body_count else None
@@ -265,7 +268,11 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
             if p != -1:
                 raise ValueError(f"SolverMuJoCo: FREE joint {j} ({model.joint_label[j]!r}) has a parent body; "
                                  "MuJoCo allows free joints on top-level bodies only")  # fmt: skip
-        rel = _tf_mul(xp, _tf_inv(xc))
+        # MuJoCo's reference configuration (qpos0) is the model's initial joint_q for hinge/slide
+        # DOFs: the body is placed at that pose and the joints get ref = joint_q (so MuJoCo's
+        # qpos equals joint_q, and qpos0-dependent quantities match an MJCF's own)
+        rel = _tf_mul(_tf_mul(xp, _joint_tf(t, axis, int(qd_start[j]), int(q_start[j]), dof_dim[j], q_init)),
+                      _tf_inv(xc))  # fmt: skip
         body = mj_body[p].add_body(name=Names.body(c), pos=[float(v) for v in rel[0]], quat=_wxyz(rel[1]))
         _set_inertial(body, mass[c], com[c], inertia[c])
         if gravcomp is not None:
@@ -310,6 +317,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
             kind = mujoco.mjtJoint.mjJNT_SLIDE if k < n_lin else mujoco.mjtJoint.mjJNT_HINGE
             name = Names.joint(j) if n_lin + n_ang == 1 else Names.joint(j, k)
             jn = body.add_joint(name=name, type=kind, pos=anchor, axis=[float(v) for v in a])
+            jn.ref = float(q_init[qs + k])
             _scalar_params(jn, i, armature, damping, friction, stiffness, rest_q[qs + k], kin, solreffriction,
                            solimpfriction)  # fmt: skip
             if lower[i] > -1e9 or upper[i] < 1e9:
@@ -349,7 +357,11 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
             continue
         for nf, nr in zip(entry_names.get(int(j), []), entry_names.get(r, [])):
             eq = spec.add_equality(type=mujoco.mjtEq.mjEQ_JOINT, name1=nf, name2=nr)
-            eq.data[:5] = [float(coeffs[j][0]), float(coeffs[j][1]), 0.0, 0.0, 0.0]
+            # MuJoCo: q_f - ref_f = p0 + p1 (q_r - ref_r); ours: q_f = c0 + c1 q_r
+            ref_f = float(q_init[int(q_start[j])]) if len(q_init) else 0.0
+            ref_r = float(q_init[int(q_start[r])]) if len(q_init) else 0.0
+            c0, c1 = float(coeffs[j][0]), float(coeffs[j][1])
+            eq.data[:5] = [c0 + c1 * ref_r - ref_f, c1, 0.0, 0.0, 0.0]
             _eq_params(eq, eq_solref, eq_solimp, int(j))
     enabled = model.joint_enabled.numpy() if model.joint_count else np.zeros(0, bool)
     for j in loops:
@@ -384,6 +396,12 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
 
     add_tendons(spec, model, entry_names, note)
 
+    # ------------------------------------------------------------------ contact pairs and excludes (mujoco:pair / mujoco:exclude rows)
+    if use_mujoco_contacts:
+        from .pairs import add_pairs
+
+        add_pairs(spec, model, geom_of, {b: Names.body(b) for b in mj_body if b >= 0}, note)
+
     # ------------------------------------------------------------------ drives as actuators
     actuators = _add_actuators(spec, model, joint_entries, qd_start, jt, note)
 
@@ -410,6 +428,30 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     return Conversion(spec=spec, mj_model=mj_model, world_count=W, worlds=worlds, global_shapes=global_shapes,
                       joint_map=joint_map, actuators=act, body_ids=body_ids, geom_ids=geom_ids,
                       kinematic_dofs=np.asarray(kinematic_dofs, np.int64), warnings=notes)  # fmt: skip
+
+
+def _joint_tf(t, axis, ds, qs, dim, q):
+    """Joint transform ``X_j(q)`` (position, xyzw) of a PRISMATIC / REVOLUTE / D6 joint (identity otherwise)."""
+    pos = np.zeros(3)
+    rot = np.array([0.0, 0.0, 0.0, 1.0])
+    if t == int(JointType.PRISMATIC):
+        pos = np.asarray(axis[ds], np.float64) * q[qs]
+    elif t == int(JointType.REVOLUTE):
+        rot = _axis_angle(axis[ds], q[qs])
+    elif t == int(JointType.D6):
+        n_lin, n_ang = int(dim[0]), int(dim[1])
+        for i in range(n_lin):
+            pos = pos + np.asarray(axis[ds + i], np.float64) * q[qs + i]
+        for k in range(n_ang):
+            rot = _quat_mul(rot, _axis_angle(axis[ds + n_lin + k], q[qs + n_lin + k]))
+    return pos, rot
+
+
+def _axis_angle(a, angle):
+    a = np.asarray(a, np.float64)
+    a = a / max(np.linalg.norm(a), 1e-30)
+    s = np.sin(0.5 * float(angle))
+    return np.array([a[0] * s, a[1] * s, a[2] * s, np.cos(0.5 * float(angle))])
 
 
 def _eq_params(eq, solref, solimp, j):
@@ -445,6 +487,10 @@ def _set_inertial(body, m, c, I):
     body.mass = float(m)
     body.ipos = [float(v) for v in c]
     I = np.asarray(I, dtype=np.float64)
+    a, b, c = np.sort(np.linalg.eigvalsh(0.5 * (I + I.T)))
+    deficit = c - (a + b)
+    if 0.0 < deficit <= 1.0e-5 * max(c, 1e-30):  # float32 round-off of an inertia on the A + B = C edge
+        I = I + 2.0 * deficit * np.eye(3)
     body.fullinertia = [I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]
     if m <= 0.0:
         body.mass = 1.0e-9
@@ -558,15 +604,21 @@ def _add_shapes(spec, model, mj_body, shapes, include_sites, skip_visual_only, u
                               userface=np.asarray(src.indices, dtype=np.int64).reshape(-1).tolist())  # fmt: skip
             kw.update(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=mesh_names[key])
         elif t == int(GeoType.HFIELD):
+            # MuJoCo normalises the samples to [0, 1] by their own range and scales by size[2]:
+            # the geom sits at the lowest sample, size[2] is the sample range, the base reaches
+            # down to the field's min_z
             src = sources[s]
             name = f"hfield{s}"
-            data = np.asarray(src.data, dtype=np.float64)
-            lo, hi = float(src.min_z), float(src.max_z)
-            span = max(hi - lo, 1e-9)
+            data = np.asarray(src.data, dtype=np.float64) * float(sc[2])
+            d_lo, d_hi = float(data.min()), float(data.max())
+            span = d_hi - d_lo
+            elev = span if span > 0 else max(float(src.max_z) * float(sc[2]) - d_lo, 1.0)
+            base = max(d_lo - float(src.min_z) * float(sc[2]), 1.0e-6)
+            norm = (data - d_lo) / span if span > 0 else np.zeros_like(data)
             spec.add_hfield(name=name, nrow=int(src.nrow), ncol=int(src.ncol),
-                            size=[float(src.hx * sc[0]), float(src.hy * sc[1]), span * float(sc[2]), 1e-3],
-                            userdata=((data - lo) / span).reshape(-1).tolist())  # fmt: skip
-            kw["pos"] = [float(v) for v in (pos + _rotate(quat, [0.0, 0.0, lo * float(sc[2])]))]
+                            size=[float(src.hx * sc[0]), float(src.hy * sc[1]), elev, base],
+                            userdata=norm.reshape(-1).tolist())  # fmt: skip
+            kw["pos"] = [float(v) for v in (pos + _rotate(quat, [0.0, 0.0, d_lo]))]
             kw.update(type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name)
         elif t == int(GeoType.CONE):
             note(f"SolverMuJoCo: shape {s} is a CONE, which MuJoCo lacks; converted to a cylinder")
@@ -629,6 +681,9 @@ def _filters_to_excludes(spec, model, geom_of, note):
     shapes_of = {}
     for s in geom_of:
         shapes_of.setdefault(int(sb[s]), []).append(s)
+    from .pairs import explicit_exclude_body_pairs
+
+    explicit = explicit_exclude_body_pairs(model)  # mujoco:exclude rows: converted by add_pairs
     filtered = {}
     for a, b in np.asarray(pairs).reshape(-1, 2):
         a, b = int(a), int(b)
@@ -643,7 +698,7 @@ def _filters_to_excludes(spec, model, geom_of, note):
     for (ba, bb), got in filtered.items():
         total = len(shapes_of.get(ba, [])) * len(shapes_of.get(bb, []))
         if len(got) == total:
-            if ba >= 0 and bb >= 0:
+            if ba >= 0 and bb >= 0 and (ba, bb) not in explicit:
                 spec.add_exclude(bodyname1=Names.body(ba), bodyname2=Names.body(bb))
         else:
             partial += 1

@@ -22,7 +22,11 @@ import warp as wp
 
 from armillary.flags import ModelFlags
 from armillary.sim.enums import JointType
-from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers import Coordinates, CouplingInterface, SolverBase, SolverCapabilities
+from armillary.solvers.coupling import ENDPOINT_BODY
+
+from armillary.launch import LaunchCache
+from armillary.sim.kinematics import eval_fk
 
 from . import attributes
 from .convert import Conversion, convert_model
@@ -39,7 +43,7 @@ _REBUILD = (ModelFlags.JOINT_PROPERTIES | ModelFlags.JOINT_DOF_PROPERTIES | Mode
             | ModelFlags.CONSTRAINT_PROPERTIES | ModelFlags.ACTUATOR_PROPERTIES)  # fmt: skip
 
 
-class SolverMuJoCo(SolverBase):
+class SolverMuJoCo(SolverBase, CouplingInterface):
     """Steps an armillary model with MuJoCo.
 
     Args:
@@ -51,8 +55,8 @@ class SolverMuJoCo(SolverBase):
             :class:`~armillary.CollisionPipeline`) and hands them to MuJoCo's constraint solver
             with the MuJoCo contact parameters of the two geoms.
         use_mujoco_cpu: ``True``: the MuJoCo C engine (the default on the CPU device);
-            ``False``: MuJoCo Warp (the default on CUDA). MuJoCo Warp is not supported on the
-            Warp CPU device (see the plugin README): asking for it there raises ``ValueError``.
+            ``False``: MuJoCo Warp (the default on CUDA; it also runs on Warp's CPU device, with a
+            long first compilation and a slow step: see the plugin README).
         nconmax: contacts per world (MuJoCo Warp only; the C engine grows its arena as needed).
         njmax: constraint rows per world (MuJoCo Warp only). ``None``: MuJoCo's defaults.
         iterations: ``mjOption.iterations`` (constraint solver iterations). Like every option
@@ -131,24 +135,17 @@ class SolverMuJoCo(SolverBase):
         device = wp.get_device(model.device)
         if use_mujoco_cpu is None:
             use_mujoco_cpu = not device.is_cuda
-        if not use_mujoco_cpu and not device.is_cuda:
-            raise ValueError(
-                "SolverMuJoCo: MuJoCo Warp needs a CUDA device (it does not run on Warp's CPU device); "
-                "use use_mujoco_cpu=True (the default on the CPU)"
-            )
-        if not use_mujoco_cpu:
-            raise NotImplementedError("SolverMuJoCo: the MuJoCo Warp backend is not available in this version; "
-                                      "use use_mujoco_cpu=True")  # fmt: skip
         for name, value in (("nconmax", nconmax), ("njmax", njmax)):
             if value is not None and int(value) < 0:
                 raise ValueError(f"SolverMuJoCo: {name} must be >= 0, got {value!r}")
         self.use_mujoco_contacts = bool(use_mujoco_contacts)
-        self.use_mujoco_cpu = True
+        self.use_mujoco_cpu = bool(use_mujoco_cpu)
         self.nconmax, self.njmax = nconmax, njmax
         self.save_to_mjcf = save_to_mjcf
         self.include_sites = bool(include_sites)
         self.skip_visual_only_geoms = bool(skip_visual_only_geoms)
         self.disable_contacts = bool(disable_contacts)
+        self._host_arrays = not device.is_cuda
         self._options = {
             "integrator": None if integrator is None else attributes.parse_integrator(integrator),
             "cone": None if cone is None else attributes.parse_cone(cone),
@@ -157,6 +154,7 @@ class SolverMuJoCo(SolverBase):
             "tolerance": tolerance, "ls_tolerance": ls_tolerance, "density": density,
             "viscosity": viscosity, "wind": wind, "magnetic": magnetic,
         }  # fmt: skip
+        self._launches = LaunchCache()
         self._build()
 
     # ------------------------------------------------------------------ setup
@@ -195,6 +193,11 @@ class SolverMuJoCo(SolverBase):
             from .parameters import PUSHABLE, per_world_models
 
             self.mj_models = per_world_models(self, int(PUSHABLE))
+        self._warp = None
+        if not self.use_mujoco_cpu:
+            from .warp_backend import WarpBackend
+
+            self._warp = WarpBackend(self)
 
     def _force_tables(self) -> None:
         """Index tables for controls and applied forces (world 0 entities; per-world offsets)."""
@@ -218,9 +221,18 @@ class SolverMuJoCo(SolverBase):
                 self._free_joint_body.append((ds, int(conv.body_ids[child[j]])))
         kin = conv.kinematic_dofs
         self._has_kinematic = bool(len(kin))
+        converted = sum(n for *_, n in conv.joint_map) * conv.world_count
+        self._copy_unconverted = converted < int(self.model.joint_dof_count)
 
     # --------------------------------------------------------------- contract
     def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+        if self._warp is not None:
+            if self._copy_unconverted and state_out is not state_in:
+                wp.copy(state_out.joint_q, state_in.joint_q)
+                wp.copy(state_out.joint_qd, state_in.joint_qd)
+            self._warp.step(self, state_in, state_out, control, float(dt))
+            eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
+            return
         mujoco = self._mujoco
         m, sm = self.mj_model, self.state_map
         if self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
@@ -246,20 +258,25 @@ class SolverMuJoCo(SolverBase):
                 mujoco.mj_step(mw, d)
         else:
             self._step_with_contacts(state_in, contacts)
-        qpos = np.stack([d.qpos for d in self.mj_datas])
-        qvel = np.stack([d.qvel for d in self.mj_datas])
+        if len(self.mj_datas) == 1:
+            qpos, qvel = self.mj_data.qpos[None], self.mj_data.qvel[None]
+        else:
+            qpos = np.stack([d.qpos for d in self.mj_datas])
+            qvel = np.stack([d.qvel for d in self.mj_datas])
         q_out = np.array(q_in, dtype=np.float64)
         qd_out = np.array(qd_in, dtype=np.float64)
         sm.from_mujoco(qpos, qvel, q_out, qd_out)
         if self._has_kinematic:
             kin = self._kinematic_all_worlds()
             qd_out[kin] = qd_in[kin]
-        state_out.joint_q.assign(q_out.astype(np.float32))
-        state_out.joint_qd.assign(qd_out.astype(np.float32))
-        self._last_written = (state_out.joint_q, state_out.joint_qd, state_out.joint_q.numpy().copy(),
-                              state_out.joint_qd.numpy().copy())  # fmt: skip
-        from armillary.sim.kinematics import eval_fk
-
+        q32, qd32 = q_out.astype(np.float32), qd_out.astype(np.float32)
+        if self._host_arrays:  # CPU device: write through zero-copy views
+            state_out.joint_q.numpy()[:] = q32
+            state_out.joint_qd.numpy()[:] = qd32
+        else:
+            state_out.joint_q.assign(q32)
+            state_out.joint_qd.assign(qd32)
+        self._last_written = (state_out.joint_q, state_out.joint_qd, q32, qd32)
         eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
 
     def _worlds_share_parameters(self) -> bool:
@@ -375,6 +392,74 @@ class SolverMuJoCo(SolverBase):
                 if d.qpos.shape == q.shape and d.qvel.shape == v.shape:
                     d.qpos[:] = q
                     d.qvel[:] = v
+
+    # ------------------------------------------------------------ coupling hooks
+    def _mobility(self, endpoint_kind, endpoint_index, endpoint_local_pos):
+        """Per endpoint: translational and rotational mobility ``J M^-1 J^T`` (3x3 each, world) at the
+        current MuJoCo state (positions refreshed with ``mj_fwdPosition``), and the body rotation."""
+        mujoco = self._mujoco
+        kinds = np.asarray(endpoint_kind.numpy() if hasattr(endpoint_kind, "numpy") else endpoint_kind, np.int64)
+        idx = np.asarray(endpoint_index.numpy() if hasattr(endpoint_index, "numpy") else endpoint_index, np.int64)
+        loc = np.asarray(endpoint_local_pos.numpy() if hasattr(endpoint_local_pos, "numpy") else endpoint_local_pos,
+                         np.float64).reshape(-1, 3)  # fmt: skip
+        conv = self.conversion
+        world_of = {}
+        for w, lay in enumerate(conv.worlds):
+            for k, b in enumerate(lay.bodies):
+                world_of[int(b)] = (w, int(conv.worlds[0].bodies[k]))
+        refreshed = set()
+        out = []
+        for e, (kind, b) in enumerate(zip(kinds, idx)):
+            if kind != ENDPOINT_BODY:
+                raise ValueError(f"SolverMuJoCo: coupling endpoint {e} is not a body (kind {int(kind)}); this solver "
+                                 "has no particles")  # fmt: skip
+            if int(b) not in world_of:
+                raise ValueError(f"SolverMuJoCo: coupling endpoint {e}: body {int(b)} is not simulated by this solver")
+            w, b0 = world_of[int(b)]
+            m, d = self.mj_models[w], self.mj_datas[w]
+            if w not in refreshed:
+                mujoco.mj_fwdPosition(m, d)
+                refreshed.add(w)
+            mid = int(conv.body_ids[b0])
+            R = d.xmat[mid].reshape(3, 3)  # body frame (ximat is the principal-axes frame)
+            point = d.xipos[mid] + R @ loc[e]
+            jacp = np.zeros((3, m.nv))
+            jacr = np.zeros((3, m.nv))
+            mujoco.mj_jac(m, d, jacp, jacr, point, mid)
+            J = np.vstack([jacp, jacr])
+            Minv_Jt = np.zeros((6, m.nv))  # rows: M^-1 J^T columns
+            mujoco.mj_solveM(m, d, Minv_Jt, J)
+            A = J @ Minv_Jt.T
+            out.append((A[:3, :3], A[3:, 3:], R))
+        return out
+
+    def coupling_eval_effective_mass(self, endpoint_kind, endpoint_index, endpoint_local_pos, out) -> None:
+        """Effective mass [kg] of body endpoints from MuJoCo's joint-space inertia: with the point
+        mobility ``A = J M^-1 J^T`` (3x3, includes armature and every joint), ``3 / trace(A)`` (the
+        harmonic mean over the three axes; a free body at its COM gives its mass; a fully locked
+        point gives 1e30). Reads the current MuJoCo state."""
+        vals = []
+        for A_t, _, _ in self._mobility(endpoint_kind, endpoint_index, endpoint_local_pos):
+            tr = float(np.trace(A_t))
+            vals.append(3.0 / tr if tr > 1e-30 else 1.0e30)
+        out.assign(np.asarray(vals, np.float32))
+
+    def coupling_eval_effective_mass_block(self, endpoint_kind, endpoint_index, endpoint_local_pos, out_mass,
+                                           out_inertia=None) -> None:  # fmt: skip
+        """Effective mass (as :meth:`coupling_eval_effective_mass`) and effective inertia [kg m^2]:
+        the inverse of the rotational mobility ``J_r M^-1 J_r^T``, in the body frame (locked axes get
+        1e30). Joints only add inertia, so it is never below the body's own inertia."""
+        masses, inertias = [], []
+        for A_t, A_r, R in self._mobility(endpoint_kind, endpoint_index, endpoint_local_pos):
+            tr = float(np.trace(A_t))
+            masses.append(3.0 / tr if tr > 1e-30 else 1.0e30)
+            vals, vecs = np.linalg.eigh(0.5 * (A_r + A_r.T))
+            inv = np.where(vals > 1e-30, 1.0 / np.maximum(vals, 1e-30), 1.0e30)
+            I_W = (vecs * inv) @ vecs.T
+            inertias.append(R.T @ I_W @ R)
+        out_mass.assign(np.asarray(masses, np.float32))
+        if out_inertia is not None:
+            out_inertia.assign(np.asarray(inertias, np.float32))
 
     def reset_mujoco_state(self, state, *, qpos=None, qvel=None) -> None:
         """Reset every world's ``MjData`` (``mj_resetData``) to ``state``, or to the float64 MuJoCo

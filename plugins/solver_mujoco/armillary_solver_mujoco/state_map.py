@@ -114,7 +114,13 @@ class StateMap:
 
     # ------------------------------------------------------------ ours -> MuJoCo
     def _idx(self, base, off):
-        return off[:, None] + base[None, :]
+        """Flat indices of ``base`` (world-0 indices) in every world, shape (W, len(base)); cached."""
+        key = (id(base), id(off))
+        cache = self.__dict__.setdefault("_idx_cache", {})
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = off[:, None] + base[None, :]
+        return hit
 
     def to_mujoco(self, joint_q, joint_qd):
         """``joint_q`` / ``joint_qd`` (flat, all worlds) -> ``qpos`` (W, nq), ``qvel`` (W, nv)."""

@@ -181,8 +181,7 @@ def add_tendons(spec, model, joint_names: dict, note) -> None:
                          "hinge/slide DOF of world 0; tendon skipped")  # fmt: skip
                     break
                 path.append(("joint", names[k], c))
-                # MuJoCo's converted qpos0 is 0 for scalar joints; the model starts at joint_q
-                shift += c * float(q0[int(q_start[j]) + k])
+                # the converter sets MuJoCo's qpos0 to the model's initial joint_q: no shift
         elif kind == SPATIAL:
             a, m = int(wadr[t]), int(wnum[t])
             if m <= 0 or a < 0 or a + m > nw:
@@ -250,40 +249,11 @@ def add_tendons(spec, model, joint_names: dict, note) -> None:
 
 
 def _spatial_offsets(spec, model, joint_names, converted, spatial, note):
-    """Spatial tendons: MuJoCo measures tendon equalities from the lengths at its qpos0, where the
-    converted hinge/slide joints are at 0; the model's reference configuration is its initial
-    ``joint_q`` (MuJoCo's qpos0 of an imported MJCF). Compile a copy of the spec to measure there."""
-    import mujoco
-
-    from armillary.sim.enums import JointType
-
-    jt = model.joint_type.numpy() if model.joint_count else np.zeros(0, np.int32)
-    q_start = model.joint_q_start.numpy()
-    q0 = model.joint_q.numpy().astype(np.float64) if model.joint_coord_count else np.zeros(0)
-    scalar = (int(JointType.REVOLUTE), int(JointType.PRISMATIC), int(JointType.D6))
-    set_q = [(names[k], float(q0[int(q_start[j]) + k])) for j, names in joint_names.items()
-             if 0 <= j < len(jt) and int(jt[j]) in scalar for k in range(len(names))]  # fmt: skip
-    if not any(v != 0.0 for _, v in set_q):
-        for t in spatial:
-            converted[t] = 0.0
-        return
-    try:
-        tmp = spec.copy()
-        mt = tmp.compile()
-    except Exception as e:  # noqa: BLE001 - the real compile reports the error with context
-        note(f"SolverMuJoCo: could not measure spatial tendon lengths at the initial joint_q ({e})")
-        return
-    d = mujoco.MjData(mt)
-    d.qpos[:] = mt.qpos0
-    for name, v in set_q:
-        jid = mujoco.mj_name2id(mt, mujoco.mjtObj.mjOBJ_JOINT, name)
-        if jid >= 0:
-            d.qpos[mt.jnt_qposadr[jid]] = v
-    mujoco.mj_fwdPosition(mt, d)
+    """Spatial tendons: MuJoCo measures tendon equalities from the lengths at its qpos0. The
+    converter makes qpos0 the model's initial ``joint_q`` (hinge/slide ``ref``), which is the
+    reference configuration of an imported MJCF, so the lengths need no offset."""
     for t in spatial:
-        tid = mujoco.mj_name2id(mt, mujoco.mjtObj.mjOBJ_TENDON, tendon_name(t))
-        length = float(d.ten_length[tid])
-        converted[t] = length - float(mt.tendon_length0[tid])
+        converted[t] = 0.0
 
 
 def _add_tendon_equalities(spec, model, joint_names, converted: dict, note) -> None:

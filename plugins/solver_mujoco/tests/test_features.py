@@ -308,8 +308,6 @@ def test_unsupported_input_is_rejected_clearly():
     b = ModelBuilder()
     l0 = b.add_link(mass=1.0, inertia=inertia(0.01))
     b.add_articulation([b.add_joint_revolute(-1, l0)])
-    with pytest.raises(ValueError, match="CUDA"):
-        SolverMuJoCo(b.finalize(), use_mujoco_cpu=False)
     with pytest.raises(ValueError, match="integrator"):
         SolverMuJoCo(b.finalize(), integrator="verlet")
 
@@ -338,3 +336,65 @@ def test_worlds_with_different_parameters_get_their_own_mujoco_model():
     assert solver.mj_models[0] is m0  # pushed in place, not recompiled
     assert solver.mj_models[0].dof_damping[0] == pytest.approx(0.5)
     assert solver.mj_models[1].dof_damping[0] == pytest.approx(2.0)
+
+
+def test_effective_mass_hooks_from_mujoco_inertia():
+    """Free body at its COM: mass m and inertia I; a bob on a hinge (z axis, distance r, body inertia
+    I_c about its COM): only the tangential direction moves, with mass (I_c + m r^2) / r^2, so the
+    scalar (harmonic mean over 3 axes) is 3 (I_c + m r^2) / r^2; its rotational inertia about the
+    hinge axis is I_c + m r^2 (others locked)."""
+    from armillary.solvers.coupling import ENDPOINT_BODY
+
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    free = b.add_body(mass=2.0, inertia=wp.mat33(np.diag([0.1, 0.2, 0.3]).astype(np.float32)))
+    b.add_shape_sphere(free, radius=0.1, cfg=ModelBuilder.ShapeConfig(density=0.0))
+    m, r, Ic = 1.5, 0.4, 0.01
+    bob = b.add_link(mass=m, com=(r, 0.0, 0.0), inertia=inertia(Ic))
+    b.add_articulation([b.add_joint_revolute(-1, bob, axis=(0, 0, 1))])
+    model = b.finalize()
+    solver = SolverMuJoCo(model)
+    kinds = wp.array([ENDPOINT_BODY, ENDPOINT_BODY], dtype=wp.int32)
+    idx = wp.array([free, bob], dtype=wp.int32)
+    loc = wp.zeros(2, dtype=wp.vec3)
+    out = wp.zeros(2, dtype=wp.float32)
+    solver.coupling_eval_effective_mass(kinds, idx, loc, out)
+    expected = 3.0 * (Ic + m * r * r) / (r * r)
+    np.testing.assert_allclose(out.numpy(), [2.0, expected], rtol=1e-5)
+    out_i = wp.zeros(2, dtype=wp.mat33)
+    solver.coupling_eval_effective_mass_block(kinds, idx, loc, out, out_i)
+    I = out_i.numpy()
+    np.testing.assert_allclose(I[0], np.diag([0.1, 0.2, 0.3]), rtol=1e-5, atol=1e-7)
+    assert I[1][2, 2] == pytest.approx(Ic + m * r * r, rel=1e-5)
+    assert I[1][0, 0] > 1e20 and I[1][1, 1] > 1e20
+    with pytest.raises(ValueError, match="not a body"):
+        solver.coupling_eval_effective_mass(wp.array([1], dtype=wp.int32), wp.array([0], dtype=wp.int32),
+                                            wp.zeros(1, dtype=wp.vec3), wp.zeros(1, dtype=wp.float32))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_mujoco_warp_backend_matches_the_c_engine():
+    """use_mujoco_cpu=False (MuJoCo Warp, here on Warp's CPU device): a swinging pendulum with a
+    position drive and a box falling onto the ground follow the C engine within float32 tolerance."""
+    pytest.importorskip("mujoco_warp")
+
+    def scene():
+        b = ModelBuilder(gravity=(0.0, 0.0, -G))
+        b.add_ground_plane()
+        link = b.add_link(mass=1.0, com=(0.3, 0, 0), inertia=inertia(0.01))
+        b.add_articulation([b.add_joint_revolute(-1, link, axis=(0, 1, 0), target_ke=2.0, target_kd=0.1,
+                                                 parent_xform=wp.transform((0, 0, 2), wp.quat_identity()))])
+        box = b.add_body(xform=wp.transform((1.0, 0.0, 0.5), wp.quat_from_axis_angle(wp.vec3(1, 0, 0), 0.3)))
+        b.add_shape_box(box, hx=0.1, hy=0.1, hz=0.1)
+        return b.finalize()
+
+    out = []
+    for cpu in (True, False):
+        model = scene()
+        solver = SolverMuJoCo(model, use_mujoco_cpu=cpu, integrator="implicitfast")
+        control = model.control()
+        control.joint_target_q.assign(np.array([0.4, 0, 0, 0, 0, 0, 0], np.float32)[: model.joint_dof_count])
+        s = run(model, solver, 300, dt=2e-3, control=control)
+        out.append((s.joint_q.numpy().copy(), s.body_q.numpy().copy()))
+    np.testing.assert_allclose(out[1][0][:1], out[0][0][:1], atol=2e-3)  # pendulum angle
+    np.testing.assert_allclose(out[1][1][:, :3], out[0][1][:, :3], atol=5e-3)  # body positions
+    assert abs(float(out[1][1][1, 2]) - 0.1) < 5e-3  # the box rests on the ground

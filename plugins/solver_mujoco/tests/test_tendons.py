@@ -22,8 +22,6 @@ MODELS = ("manipulator", "quadruped", "robotiq_2f140", "shadow_hand")
 # rollouts with contacts are only compared where the contact model converts exactly: quadruped's
 # flat hfield loses its elevation offset in the converter and shadow_hand's <contact><pair>s are not
 # converted (see the report in test output); their no-contact rollouts are compared
-CONTACT_TOL = {"manipulator": 1e-3, "robotiq_2f140": 2e-2}
-NOCONTACT_TOL = 1e-5
 
 
 def _ref(name):
@@ -140,13 +138,8 @@ def _rollout_errors(name):
     return errors["rollout_qpos"], errors["rollout_nocontact_qpos"]
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_rollouts_reproduce_mujoco(name):
-    contact, nocontact = _rollout_errors(name)
-    print(f"{name}: max rollout error with contacts {contact:.1e}, without {nocontact:.1e}")
-    assert nocontact < NOCONTACT_TOL
-    if name in CONTACT_TOL:
-        assert contact < CONTACT_TOL[name]
+# The reference rollouts of these models (with and without contacts) are checked in
+# test_reference_models.py with the other corpus models.
 
 
 SPATIAL_XML = """<mujoco>
