@@ -1,9 +1,26 @@
 """Hook implementations of armillary-coupling (entry point ``coupling`` in group ``armillary``).
 
-This distribution will register `SolverCoupled`, `SolverCoupledProxy`, `SolverCoupledADMM` through the
-``armillary_register_solvers`` hook (issue #10). Until
-then it registers nothing, so that no placeholder can be mistaken for a
-working implementation: ``armillary plugins`` lists it as providing
-nothing yet, and asking for one of its names raises ``ImportError``
-saying this version does not provide it.
+Registers the coupled solvers through ``armillary_register_solvers`` (issue #10). The module
+imports nothing heavy: the targets are imported when a name is first resolved
+(``armillary.solvers.experimental.coupled.SolverCoupled``). ``SolverCoupledProxy`` and
+``SolverCoupledADMM`` are not provided by this version yet; asking for them raises
+``ImportError`` naming this distribution.
 """
+
+from __future__ import annotations
+
+try:
+    from armillary import hookimpl
+except ImportError:  # very early cores: the marker is plain pluggy
+    import pluggy
+
+    hookimpl = pluggy.HookimplMarker("armillary")
+
+
+@hookimpl
+def armillary_register_solvers(registry):
+    registry.add(
+        "SolverCoupled",
+        "armillary_coupling.solver_coupled:SolverCoupled",
+        summary="coupled-solver base: per-entry model views, ownership, substeps and owned-state reconciliation",
+    )

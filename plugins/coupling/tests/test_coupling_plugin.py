@@ -22,3 +22,16 @@ def test_plugin_module_is_light():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_registers_solver_coupled():
+    from armillary.plugins import get_registry
+
+    entry = get_registry().solvers.get("SolverCoupled")
+    assert entry.plugin.distribution == "armillary-coupling"
+    cls = get_registry().solvers.resolve("SolverCoupled")
+    assert cls.__module__ == "armillary_coupling.solver_coupled"
+    import armillary_coupling
+
+    assert armillary_coupling.SolverCoupled is cls
+    assert armillary_coupling.ModelView.__module__ == "armillary_coupling.model_view"

@@ -1,0 +1,729 @@
+"""``SolverCoupled``: the shared base of the coupled solvers (ownership, views, entry states).
+
+One shared :class:`~armillary.Model`; one :class:`SolverCoupled.Entry` per sub-solver. Each
+entry gets a :class:`~armillary_coupling.model_view.ModelView` of the model in which the
+entities it does not own are deactivated, its solver is built by ``entry.solver(view)``, and it
+keeps its own input/output states. A step distributes the shared input state to every entry
+(public state arrays and force inputs), steps each entry with its own substep count, and
+reconciles only the rows each entry owns into the shared ``state_out``. With no coupling
+algorithm (this base class) the entries do not interact: it is the foundation that
+``SolverCoupledProxy`` and ``SolverCoupledADMM`` build on (they override :meth:`_step_coupled`
+and the ``_entry_*_keep_indices`` / ``_customize_view`` hooks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import warp as wp
+
+from armillary.flags import ModelFlags, StateFlags
+from armillary.sim.enums import BodyFlags, JointType
+from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers.coupling import ENDPOINT_BODY, ENDPOINT_PARTICLE, coupling_hook
+
+from . import kernels
+from .model_view import ModelView
+
+__all__ = ["SolverCoupled", "SolverEntry"]
+
+_STATE_ARRAYS = (
+    ("body_q", StateFlags.BODY_Q),
+    ("body_qd", StateFlags.BODY_QD),
+    ("body_f", StateFlags.BODY_F),
+    ("joint_q", StateFlags.JOINT_Q),
+    ("joint_qd", StateFlags.JOINT_QD),
+    ("particle_q", StateFlags.PARTICLE_Q),
+    ("particle_qd", StateFlags.PARTICLE_QD),
+    ("particle_f", StateFlags.PARTICLE_F),
+)
+_RECONCILED = ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q", "particle_qd")
+_GRAVITY_FLAGS = int(ModelFlags.MODEL_PROPERTIES | ModelFlags.BODY_PROPERTIES | ModelFlags.BODY_INERTIAL_PROPERTIES)
+
+
+def _np(arr, dtype=np.int64):
+    return np.zeros(0, dtype=dtype) if arr is None else np.asarray(arr.numpy(), dtype=dtype)
+
+
+@dataclasses.dataclass
+class SolverEntry:
+    """Run-time record of one entry (built by :class:`SolverCoupled`; read-only for users)."""
+
+    index: int
+    name: str
+    config: object
+    view: ModelView
+    solver: SolverBase | None = None
+    bodies: np.ndarray = None  # owned global ids (sorted)
+    particles: np.ndarray = None
+    joints: np.ndarray = None
+    shapes: np.ndarray = None
+    visible_shapes: np.ndarray = None
+    substeps: int = 1
+    in_place: bool = False
+    state_0: object = None
+    state_1: object = None
+    state_out: object = None  # output of the last step (state_0 or state_1)
+    control: object = None
+    # device index arrays (rows reconciled into the shared state)
+    body_rows: wp.array = None
+    particle_rows: wp.array = None
+    joint_q_rows: wp.array = None
+    joint_qd_rows: wp.array = None
+    # device masks (int32) for contact filtering
+    shape_visible: wp.array = None
+    body_active: wp.array = None
+    particle_active: wp.array = None
+    contact_compactor: object = None
+    gravity_body: wp.array = None
+    gravity_particle: wp.array = None
+
+
+class SolverCoupled(SolverBase):
+    """Couple several solvers through explicit ownership (base class; entries do not interact).
+
+    ``SolverCoupled`` owns the generic mechanics derivable from the model, the views and the
+    states: one :class:`~armillary_coupling.model_view.ModelView` per entry, ownership, state
+    distribution and reconciliation, per-entry substeps, entry-local collision visibility,
+    input-state notifications and the dispatch of the :class:`~armillary.solvers.CouplingInterface`
+    hooks (the mixin's model-based defaults serve solvers that do not implement them, so any
+    :class:`~armillary.solvers.SolverBase` can be an entry).
+
+    Ownership: every body, particle, joint and shape belongs to at most one entry (a second
+    owner, an unknown id or label is a ``ValueError``). Joints an entry does not list default to
+    the entry owning their child body when their parent is the world or a body of the same entry
+    (joints between bodies of different entries stay unowned: they are the coupling algorithm's
+    business). Shapes default to the owner of their body; static shapes (body -1) that no entry
+    lists are visible to every entry.
+
+    Each entry's view: bodies it does not own are kinematic with zero inverse mass
+    (``make_bodies_kinematic`` + ``disable_body_dynamics``); particles it does not own are
+    inactive with zero mass, or all particles are hidden (``hide_particles``) when it owns none;
+    joints it does not own are disabled (FREE joints excepted: they constrain nothing), or all
+    are hidden (``hide_joints``) when it owns none; shapes it cannot see lose their collision
+    flags. ``Entry.configure_view`` runs last, then the solver factory. Solvers exposing
+    ``body_mask`` / ``particle_mask`` ownership masks (``SolverXPBD``) get the entry's masks.
+
+    A step copies ``state_in`` (``body_q/qd/f``, ``joint_q/qd``, ``particle_q/qd/f``) into each
+    entry's states and the caller's ``Control`` arrays into each entry's control, calls
+    ``coupling_notify_input_state_update``, steps every entry ``substeps`` times with
+    ``dt / substeps`` (contacts filtered to what the entry sees: both shapes visible and at least
+    one on a body it simulates; particle contacts of its own particles), then writes
+    ``state_out``: rows no entry owns keep their ``state_in`` values, owned body, particle,
+    joint-coordinate and joint-DOF rows come from their owner's output. Maximal-coordinate
+    solvers do not update ``joint_q``: rows of their joints keep the input (call ``eval_ik``).
+
+    Args:
+        model: the shared model.
+        entries: the :class:`SolverCoupled.Entry` list (stepping order; unique names).
+        coupling: algorithm configuration reserved for derived couplers; the base accepts
+            ``None`` only.
+
+    The capabilities declare nothing: what a coupled solver supports is what its entries do
+    (each entry's solver checks its own view at construction).
+    """
+
+    capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, collision_pipeline=True)
+
+    @dataclasses.dataclass
+    class Entry:
+        """Public configuration of one sub-solver.
+
+        Args:
+            name: unique entry name (used by coupling configurations).
+            solver: factory called as ``solver(view)`` with this entry's
+                :class:`~armillary_coupling.model_view.ModelView`; it must build the solver on
+                that view and return a :class:`~armillary.solvers.SolverBase`. Bind extra
+                constructor arguments in it (``lambda v: SolverXPBD(v, iterations=10)``).
+            bodies: body ids (or labels) owned by this entry.
+            particles: particle ids owned by this entry.
+            joints: joint ids (or labels) owned by this entry (defaults: see :class:`SolverCoupled`).
+            shapes: shape ids (or labels) owned by this entry; ids stay in the parent model's
+                numbering, so every entry consumes the shared contact buffers.
+            configure_view: optional callback ``configure_view(view)`` for entry-local view
+                overrides, run after the ownership overrides and before the factory.
+            substeps: substeps per coupled step (integer >= 1).
+            in_place: step the sub-solver in place (``state_in is state_out``), only for solvers
+                documented to support it.
+        """
+
+        name: str
+        solver: Callable[[ModelView], SolverBase]
+        bodies: Sequence[int] = ()
+        particles: Sequence[int] = ()
+        joints: Sequence[int] = ()
+        shapes: Sequence[int] = ()
+        configure_view: Callable[[ModelView], None] | None = None
+        substeps: int = 1
+        in_place: bool = False
+
+    # ------------------------------------------------------------------ construction
+    def __init__(self, model, entries: Sequence[SolverCoupled.Entry], coupling: object | None = None) -> None:
+        super().__init__(model)
+        self.coupling = coupling
+        self._validate_coupling(coupling)
+        entries = list(entries) if entries is not None else []
+        if not entries:
+            raise ValueError(f"{type(self).__name__}: at least one entry is required")
+        for i, cfg in enumerate(entries):
+            if not isinstance(cfg, SolverCoupled.Entry):
+                raise TypeError(f"{type(self).__name__}: entries[{i}] must be a SolverCoupled.Entry, got "
+                                f"{type(cfg).__name__}")  # fmt: skip
+            if not callable(cfg.solver):
+                raise TypeError(f"{type(self).__name__}: entry {cfg.name!r}: solver must be a factory "
+                                f"callable(view) -> SolverBase, got {cfg.solver!r}")  # fmt: skip
+        self._configs = entries
+        self._validate_entry_names()
+        self._entries: list[SolverEntry] = []
+        self._by_name: dict[str, SolverEntry] = {}
+        self._outputs_valid = False
+        self._build_ownership()
+        self._build_entries()
+        self._after_entries_constructed()
+        restarts = self._iteration_restarts_possible()
+        for entry in self._entries:
+            coupling_hook(entry.solver, "coupling_notify_iteration_restarts")(restarts)
+        self._create_entry_states()
+        self._after_entry_states_created()
+
+    @classmethod
+    def check_model_supported(cls, model) -> None:
+        """Nothing to check here: each entry's solver checks its own view at construction."""
+        return None
+
+    def _validate_coupling(self, coupling) -> None:
+        """Derived couplers validate their configuration; the base takes none."""
+        if coupling is not None and type(self) is SolverCoupled:
+            raise ValueError("SolverCoupled: `coupling` is reserved for derived couplers (SolverCoupledProxy, "
+                             "SolverCoupledADMM); the base class steps entries independently")  # fmt: skip
+
+    def _validate_entry_names(self) -> None:
+        seen = set()
+        for cfg in self._configs:
+            if not isinstance(cfg.name, str) or not cfg.name:
+                raise ValueError(f"{type(self).__name__}: entry names must be non-empty strings, got {cfg.name!r}")
+            if cfg.name in seen:
+                raise ValueError(f"{type(self).__name__}: duplicate entry name {cfg.name!r}; entry names must be "
+                                 "unique")
+            seen.add(cfg.name)
+            sub = cfg.substeps
+            if isinstance(sub, bool) or not isinstance(sub, (int, np.integer)) or int(sub) < 1:
+                raise ValueError(f"{type(self).__name__}: entry {cfg.name!r}: substeps must be an integer >= 1, "
+                                 f"got {sub!r}")  # fmt: skip
+
+    # ------------------------------------------------------------------ ownership
+    def _resolve_ids(self, cfg, kind: str, ids, count: int, labels) -> list[int]:
+        out = []
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            ids = [ids]
+        if hasattr(ids, "numpy"):
+            ids = ids.numpy().tolist()
+        for raw in ids:
+            if isinstance(raw, str):
+                try:
+                    i = list(labels).index(raw)
+                except ValueError:
+                    raise ValueError(f"{type(self).__name__}: entry {cfg.name!r} lists {kind} {raw!r}, but no {kind} "
+                                     "of the model has this label") from None  # fmt: skip
+            else:
+                if isinstance(raw, bool) or not isinstance(raw, (int, np.integer)):
+                    raise ValueError(f"{type(self).__name__}: entry {cfg.name!r} lists {kind} {raw!r}: ids must be "
+                                     "integers or labels")  # fmt: skip
+                i = int(raw)
+                if not 0 <= i < count:
+                    raise ValueError(f"{type(self).__name__}: entry {cfg.name!r} lists {kind} {i}, but the model has "
+                                     f"{count} {kind}(s) (valid ids 0..{count - 1})")  # fmt: skip
+            if i not in out:
+                out.append(i)
+        return out
+
+    def _build_owner_map(self, kind: str, count: int, owned_by_entry: Sequence[Sequence[int]], labels) -> np.ndarray:
+        owner = np.full(count, -1, dtype=np.int64)
+        for e, ids in enumerate(owned_by_entry):
+            for i in ids:
+                if owner[i] >= 0:
+                    label = f" ({labels[i]!r})" if i < len(labels) else ""
+                    raise ValueError(f"{type(self).__name__}: {kind} {i}{label} is owned by entry "
+                                     f"{self._configs[owner[i]].name!r} and by entry {self._configs[e].name!r}; "
+                                     f"each {kind} belongs to one entry at most")  # fmt: skip
+                owner[i] = e
+        return owner
+
+    def _build_ownership(self) -> None:
+        m = self.model
+        nb, npart = int(m.body_count or 0), int(getattr(m, "particle_count", 0) or 0)
+        nj, ns = int(m.joint_count or 0), int(m.shape_count or 0)
+        body_labels = list(getattr(m, "body_label", []) or [])
+        joint_labels = list(getattr(m, "joint_label", []) or [])
+        shape_labels = list(getattr(m, "shape_label", []) or [])
+        bodies = [self._resolve_ids(c, "body", c.bodies, nb, body_labels) for c in self._configs]
+        particles = [self._resolve_ids(c, "particle", c.particles, npart, ()) for c in self._configs]
+        joints = [self._resolve_ids(c, "joint", c.joints, nj, joint_labels) for c in self._configs]
+        shapes = [self._resolve_ids(c, "shape", c.shapes, ns, shape_labels) for c in self._configs]
+        self.body_owner = self._build_owner_map("body", nb, bodies, body_labels)
+        self.particle_owner = self._build_owner_map("particle", npart, particles, ())
+        joint_owner = self._build_owner_map("joint", nj, joints, joint_labels)
+        shape_owner = self._build_owner_map("shape", ns, shapes, shape_labels)
+
+        jparent, jchild = _np(getattr(m, "joint_parent", None)), _np(getattr(m, "joint_child", None))
+        for j in range(nj):
+            c, p = int(jchild[j]), int(jparent[j])
+            child_owner = self.body_owner[c] if c >= 0 else -1
+            if joint_owner[j] >= 0:
+                if child_owner >= 0 and child_owner != joint_owner[j]:
+                    raise ValueError(
+                        f"{type(self).__name__}: joint {j} ({joint_labels[j] if j < len(joint_labels) else ''!r}) is "
+                        f"owned by entry {self._configs[joint_owner[j]].name!r}, but its child body {c} is owned by "
+                        f"entry {self._configs[child_owner].name!r}; a joint's owner must own its child body")
+                continue
+            if child_owner >= 0 and (p < 0 or self.body_owner[p] == child_owner):
+                joint_owner[j] = child_owner
+        self.joint_owner = joint_owner
+
+        shape_body = _np(getattr(m, "shape_body", None))
+        for s in range(ns):
+            b = int(shape_body[s])
+            b_owner = self.body_owner[b] if b >= 0 else -1
+            if shape_owner[s] >= 0:
+                if b_owner >= 0 and b_owner != shape_owner[s]:
+                    raise ValueError(
+                        f"{type(self).__name__}: shape {s} ({shape_labels[s] if s < len(shape_labels) else ''!r}) is "
+                        f"owned by entry {self._configs[shape_owner[s]].name!r}, but its body {b} is owned by entry "
+                        f"{self._configs[b_owner].name!r}")
+            elif b_owner >= 0:
+                shape_owner[s] = b_owner
+        self.shape_owner = shape_owner
+
+        # dynamic entities no entry owns keep their input state: say so once
+        if nb:
+            flags = _np(m.body_flags)
+            inv_mass = _np(m.body_inv_mass, np.float64)
+            loose = [b for b in range(nb) if self.body_owner[b] < 0 and inv_mass[b] > 0.0
+                     and not (flags[b] & int(BodyFlags.KINEMATIC))]  # fmt: skip
+            if loose:
+                warnings.warn(f"{type(self).__name__}: {len(loose)} dynamic body(ies) belong to no entry and keep "
+                              f"their input state: {loose[:10]}", UserWarning, stacklevel=3)  # fmt: skip
+        if npart:
+            loose = np.nonzero(self.particle_owner < 0)[0]
+            if len(loose):
+                warnings.warn(f"{type(self).__name__}: {len(loose)} particle(s) belong to no entry and keep their "
+                              f"input state: {loose[:10].tolist()}", UserWarning, stacklevel=3)  # fmt: skip
+
+    # ------------------------------------------------------------------ hooks for derived couplers
+    def _entry_proxy_body_keep_indices(self, name: str) -> set[int]:
+        """Non-owned bodies that stay dynamic (and visible) in entry ``name``'s view (proxies)."""
+        return set()
+
+    def _entry_proxy_particle_keep_indices(self, name: str) -> set[int]:
+        """Non-owned particles that stay dynamic in entry ``name``'s view (proxies)."""
+        return set()
+
+    def _entry_proxy_joint_keep_indices(self, name: str) -> set[int]:
+        """Non-owned joints that stay enabled in entry ``name``'s view (proxy joints)."""
+        return set()
+
+    def _customize_view(self, entry: SolverEntry) -> None:
+        """Derived couplers' view edits (proxy marking, mass scaling), after the ownership overrides
+        and before ``Entry.configure_view``."""
+
+    def _after_entries_constructed(self) -> None:
+        """Called once every entry solver exists, before states are allocated."""
+
+    def _after_entry_states_created(self) -> None:
+        """Called once entry states exist (allocate algorithm scratch here)."""
+
+    def _iteration_restarts_possible(self) -> bool:
+        """Whether :meth:`step` may solve an entry again within one step (ADMM-style restarts)."""
+        return False
+
+    # ------------------------------------------------------------------ views and solvers
+    def _build_entries(self) -> None:
+        m = self.model
+        nb, npart = int(m.body_count or 0), int(getattr(m, "particle_count", 0) or 0)
+        nj, ns = int(m.joint_count or 0), int(m.shape_count or 0)
+        jtype = _np(getattr(m, "joint_type", None))
+        shape_body = _np(getattr(m, "shape_body", None))
+        dev = m.device
+        for e, cfg in enumerate(self._configs):
+            view = ModelView(m, cfg.name)
+            entry = SolverEntry(index=e, name=cfg.name, config=cfg, view=view, substeps=int(cfg.substeps),
+                                in_place=bool(cfg.in_place))  # fmt: skip
+            entry.bodies = np.nonzero(self.body_owner == e)[0]
+            entry.particles = np.nonzero(self.particle_owner == e)[0]
+            entry.joints = np.nonzero(self.joint_owner == e)[0]
+            entry.shapes = np.nonzero(self.shape_owner == e)[0]
+            keep_b = {int(b) for b in self._entry_proxy_body_keep_indices(cfg.name)}
+            keep_p = {int(p) for p in self._entry_proxy_particle_keep_indices(cfg.name)}
+            keep_j = {int(j) for j in self._entry_proxy_joint_keep_indices(cfg.name)}
+
+            body_active = np.zeros(nb, dtype=np.int32)
+            body_active[entry.bodies] = 1
+            body_active[list(keep_b)] = 1
+            inactive = np.nonzero(body_active == 0)[0]
+            if len(inactive):
+                view.make_bodies_kinematic(inactive)
+                view.disable_body_dynamics(inactive)
+
+            particle_active = np.zeros(npart, dtype=np.int32)
+            particle_active[entry.particles] = 1
+            particle_active[list(keep_p)] = 1
+            if npart and not particle_active.any():
+                view.hide_particles()
+                particle_active = np.zeros(0, dtype=np.int32)
+            elif npart:
+                off = np.nonzero(particle_active == 0)[0]
+                if len(off):
+                    view.disable_particles(off)
+                    view.zero_particle_mass(off)
+
+            if nj:
+                joint_active = np.zeros(nj, dtype=bool)
+                joint_active[entry.joints] = True
+                joint_active[list(keep_j)] = True
+                if not joint_active.any():
+                    view.hide_joints()
+                else:
+                    off = np.nonzero(~joint_active & (jtype != int(JointType.FREE)))[0]
+                    if len(off):
+                        view.disable_joints(off)
+
+            visible = np.zeros(ns, dtype=np.int32)
+            for s in range(ns):
+                b = int(shape_body[s])
+                if self.shape_owner[s] == e or (self.shape_owner[s] < 0 and b < 0) or (b >= 0 and b in keep_b):
+                    visible[s] = 1
+            hidden = np.nonzero(visible == 0)[0]
+            if len(hidden):
+                view.disable_shape_collisions(hidden)
+            entry.visible_shapes = np.nonzero(visible)[0]
+
+            entry.shape_visible = wp.array(visible, dtype=wp.int32, device=dev)
+            entry.body_active = wp.array(body_active, dtype=wp.int32, device=dev)
+            entry.particle_active = wp.array(particle_active, dtype=wp.int32, device=dev)
+
+            self._customize_view(entry)
+            if cfg.configure_view is not None:
+                cfg.configure_view(view)
+
+            solver = cfg.solver(view)
+            if not isinstance(solver, SolverBase):
+                raise TypeError(f"{type(self).__name__}: entry {cfg.name!r}: the factory returned "
+                                f"{type(solver).__name__}, not a SolverBase")  # fmt: skip
+            if solver.model is not view:
+                raise ValueError(f"{type(self).__name__}: entry {cfg.name!r}: the factory must build the solver on "
+                                 "the ModelView it receives (solver(view)), not on another model")  # fmt: skip
+            entry.solver = solver
+            self._install_ownership_masks(entry, body_active, particle_active)
+            self._build_rows(entry)
+            self._entries.append(entry)
+            self._by_name[cfg.name] = entry
+
+    def _install_ownership_masks(self, entry: SolverEntry, body_active, particle_active) -> None:
+        """Give solvers that expose ``body_mask`` / ``particle_mask`` (unset) the entry's masks."""
+        dev = self.model.device
+        s = entry.solver
+        if getattr(s, "body_mask", 1) is None and entry.view.body_count:
+            s.body_mask = wp.array(np.asarray(body_active, dtype=np.int32), dtype=wp.int32, device=dev)
+        if getattr(s, "particle_mask", 1) is None and int(getattr(entry.view, "particle_count", 0) or 0):
+            s.particle_mask = wp.array(np.asarray(particle_active, dtype=np.int32), dtype=wp.int32, device=dev)
+
+    def _build_rows(self, entry: SolverEntry) -> None:
+        m, view, dev = self.model, entry.view, self.model.device
+        entry.body_rows = wp.array(entry.bodies.astype(np.int32), dtype=wp.int32, device=dev)
+        parts = entry.particles if int(getattr(view, "particle_count", 0) or 0) else np.zeros(0, np.int64)
+        entry.particle_rows = wp.array(parts.astype(np.int32), dtype=wp.int32, device=dev)
+        q_rows, qd_rows = [], []
+        if int(view.joint_count or 0) and len(entry.joints):
+            q_start, qd_start = _np(m.joint_q_start), _np(m.joint_qd_start)
+            for j in entry.joints:
+                q_rows += range(int(q_start[j]), int(q_start[j + 1]))
+                qd_rows += range(int(qd_start[j]), int(qd_start[j + 1]))
+        entry.joint_q_rows = wp.array(np.asarray(q_rows, np.int32), dtype=wp.int32, device=dev)
+        entry.joint_qd_rows = wp.array(np.asarray(qd_rows, np.int32), dtype=wp.int32, device=dev)
+
+    def _create_entry_states(self) -> None:
+        for entry in self._entries:
+            entry.state_0 = entry.view.state()
+            entry.state_1 = entry.state_0 if entry.in_place else entry.view.state()
+            entry.state_out = entry.state_0
+            entry.control = entry.view.control()
+
+    # ------------------------------------------------------------------ accessors
+    def solver(self, name: str) -> SolverBase:
+        """The sub-solver of entry ``name``."""
+        return self._entry(name).solver
+
+    def view(self, name: str) -> ModelView:
+        """The :class:`ModelView` of entry ``name``."""
+        return self._entry(name).view
+
+    def entry_names(self) -> tuple[str, ...]:
+        """Entry names in stepping order."""
+        return tuple(e.name for e in self._entries)
+
+    def entry(self, name: str) -> SolverEntry:
+        """The run-time record of entry ``name`` (ownership arrays, states, masks)."""
+        return self._entry(name)
+
+    def _entry(self, name: str) -> SolverEntry:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"{type(self).__name__}: no entry named {name!r}; entries: "
+                           f"{', '.join(self._by_name)}") from None
+
+    def entry_state(self, name: str, phase: str = "current"):
+        """An entry-local state (arrays shaped like :meth:`view`): ``"input"`` (last distributed),
+        ``"output"`` (last sub-solver output) or ``"current"`` (output after the first step, input
+        before)."""
+        entry = self._entry(name)
+        if phase == "input":
+            return entry.state_0
+        if phase == "output":
+            return entry.state_out
+        if phase == "current":
+            return entry.state_out if self._outputs_valid else entry.state_0
+        raise ValueError(f"{type(self).__name__}.entry_state: phase must be 'current', 'input' or 'output', "
+                         f"got {phase!r}")  # fmt: skip
+
+    def entry_output_state_valid(self) -> bool:
+        """Whether entry output states reflect the last coupled step."""
+        return self._outputs_valid
+
+    def sync_entry_states(self, state_in, dt: float = 0.0) -> None:
+        """Distribute ``state_in`` into every entry's input state (e.g. for visualisation before the
+        first step); input-state hooks get ``dt``."""
+        self._distribute_state(state_in, dt=dt)
+
+    # ------------------------------------------------------------------ state distribution
+    @staticmethod
+    def _copy_arrays(src, dst, names) -> int:
+        flags = 0
+        for name, flag in _STATE_ARRAYS:
+            if name not in names:
+                continue
+            a, b = getattr(src, name, None), getattr(dst, name, None)
+            if a is None or b is None or a is b or a.shape != b.shape or a.shape[0] == 0:
+                continue
+            wp.copy(b, a)
+            flags |= int(flag)
+        return flags
+
+    def _distribute_state(self, state_in, *, dt: float = 0.0, iteration_restart: bool = False) -> None:
+        """Copy ``state_in`` (kinematic arrays and public force inputs) into each entry's input
+        buffers and notify the entry solvers."""
+        names = {n for n, _ in _STATE_ARRAYS}
+        for entry in self._entries:
+            flags = self._copy_arrays(state_in, entry.state_0, names)
+            if entry.state_1 is not entry.state_0:
+                self._copy_arrays(state_in, entry.state_1, names)
+            self._notify_input_state_update(entry, flags, dt=dt, iteration_restart=iteration_restart)
+
+    def _notify_input_state_update(self, entry: SolverEntry, flags: int, *, dt: float = 0.0,
+                                   iteration_restart: bool = False) -> None:  # fmt: skip
+        """Tell entry solvers with private history that the coupler rewrote their inputs."""
+        if flags or iteration_restart:
+            coupling_hook(entry.solver, "coupling_notify_input_state_update")(
+                entry.state_0, StateFlags(flags) if flags <= int(StateFlags.ALL) else flags,
+                iteration_restart=iteration_restart, dt=float(dt))
+
+    def _copy_control(self, entry: SolverEntry, control):
+        """The entry-local control filled from the caller's ``control`` (``None`` passes through)."""
+        if control is None:
+            return None
+        dst = entry.control
+        _copy_namespace(control, dst)
+        return dst
+
+    def _reconcile_state(self, state_in, state_out) -> None:
+        """``state_out``: unowned rows from ``state_in``, owned rows from their owner's output."""
+        if state_out is not state_in:
+            for name in _RECONCILED:
+                a, b = getattr(state_in, name, None), getattr(state_out, name, None)
+                if a is not None and b is not None and a.shape == b.shape and a.shape[0]:
+                    wp.copy(b, a)
+        dev = self.model.device
+        for entry in self._entries:
+            src = entry.state_out
+            for rows, names in ((entry.body_rows, ("body_q", "body_qd")),
+                                (entry.particle_rows, ("particle_q", "particle_qd")),
+                                (entry.joint_q_rows, ("joint_q",)), (entry.joint_qd_rows, ("joint_qd",))):  # fmt: skip
+                n = int(rows.shape[0])
+                if n == 0:
+                    continue
+                for name in names:
+                    a, b = getattr(src, name, None), getattr(state_out, name, None)
+                    if a is None or b is None:
+                        continue
+                    wp.launch(kernels.scatter_rows_kernel, dim=n, inputs=[rows, a, b], device=dev)
+
+    # ------------------------------------------------------------------ contacts
+    def _contacts_for_entry(self, entry: SolverEntry, contacts):
+        """``contacts`` restricted to what the entry sees (a buffer owned by the entry)."""
+        if contacts is None:
+            return None
+        if not entry.solver.capabilities.collision_pipeline:
+            return None
+        comp = self._ensure_entry_contact_buffer(entry, contacts)
+        dev = contacts.device
+        m = self.model
+        if comp.rigid_max:
+            wp.launch(kernels.entry_rigid_keep_kernel, dim=comp.rigid_max,
+                      inputs=[contacts.rigid_contact_count, contacts.rigid_contact_shape0,
+                              contacts.rigid_contact_shape1, m.shape_body, entry.shape_visible, entry.body_active],
+                      outputs=[comp.rigid_keep], device=dev)  # fmt: skip
+        if comp.soft_max:
+            wp.launch(kernels.entry_soft_keep_kernel, dim=comp.soft_max,
+                      inputs=[contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
+                              entry.shape_visible, entry.particle_active],
+                      outputs=[comp.soft_keep], device=dev)  # fmt: skip
+        return comp.compact(contacts)
+
+    def _ensure_entry_contact_buffer(self, entry: SolverEntry, contacts):
+        from armillary.solvers._coupling_kernels import ContactCompactor
+
+        comp = entry.contact_compactor
+        if comp is None or not comp.matches(contacts):
+            comp = entry.contact_compactor = ContactCompactor(contacts)
+        return comp
+
+    def entry_contacts(self, name: str, contacts):
+        """``contacts`` filtered for entry ``name`` (``None`` when the entry takes no contacts)."""
+        return self._contacts_for_entry(self._entry(name), contacts)
+
+    def prepare_contacts(self, contacts) -> None:
+        """Allocate the entry-local contact buffers for ``contacts`` now (before graph capture)."""
+        if contacts is None:
+            return
+        for entry in self._entries:
+            if entry.solver.capabilities.collision_pipeline:
+                self._ensure_entry_contact_buffer(entry, contacts)
+
+    # ------------------------------------------------------------------ stepping
+    def _step_entry(self, entry: SolverEntry, control, contacts, dt: float, *, filter_contacts: bool = True):
+        """Step one entry ``entry.substeps`` times with ``dt / substeps`` from ``entry.state_0``;
+        the result is ``entry.state_out``. Returns the contacts the entry used."""
+        local_contacts = self._contacts_for_entry(entry, contacts) if filter_contacts else contacts
+        local_control = self._copy_control(entry, control)
+        h = float(dt) / entry.substeps
+        s_in, s_out = entry.state_0, entry.state_1
+        for _ in range(entry.substeps):
+            entry.solver.step(s_in, s_out, local_control, local_contacts, h)
+            s_in, s_out = s_out, s_in
+        entry.state_out = s_in
+        return local_contacts
+
+    def _step_coupled(self, state_in, state_out, control, contacts, dt: float) -> None:
+        """One coupled step (template method: Proxy and ADMM override it). The base distributes,
+        steps every entry independently and reconciles."""
+        self._distribute_state(state_in, dt=dt)
+        for entry in self._entries:
+            self._step_entry(entry, control, contacts, dt)
+        self._outputs_valid = True
+        self._reconcile_state(state_in, state_out)
+
+    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+        """Step every entry for ``dt`` seconds and reconcile owned results into ``state_out``.
+
+        ``contacts`` (from the shared model's collision pipeline) is filtered per entry;
+        ``state_in`` is left untouched (``state_in is state_out`` is allowed).
+        """
+        if not float(dt) > 0.0:
+            raise ValueError(f"{type(self).__name__}.step: dt must be > 0, got {dt!r}")
+        self._step_coupled(state_in, state_out, control, contacts, float(dt))
+
+    # ------------------------------------------------------------------ model changes and reset
+    def notify_model_changed(self, flags) -> None:
+        """Refresh every entry view's parent-derived overrides, then forward ``flags`` to the entry
+        solvers (custom bits pass through), and drop cached gravity accelerations."""
+        super().notify_model_changed(flags)
+        value = int(flags)
+        for entry in self._entries:
+            entry.view.refresh(value)
+            entry.solver.notify_model_changed(flags)
+            if value & _GRAVITY_FLAGS:
+                entry.gravity_body = entry.gravity_particle = None
+
+    def reset(self, state, world_mask=None, flags=None) -> None:
+        """Reset ``state`` (selected worlds) and every entry solver's private state.
+
+        The shared state is reset from the model, distributed to the entries, each entry solver
+        resets its input state (clearing its caches), and the owned rows come back into ``state``;
+        entry solvers then get ``coupling_notify_input_state_update(..., iteration_restart=True,
+        dt=0)``.
+        """
+        super().reset(state, world_mask=world_mask, flags=flags)
+        names = {n for n, _ in _STATE_ARRAYS}
+        for entry in self._entries:
+            self._copy_arrays(state, entry.state_0, names)
+            entry.solver.reset(entry.state_0, world_mask=world_mask, flags=flags)
+            if entry.state_1 is not entry.state_0:
+                self._copy_arrays(entry.state_0, entry.state_1, names)
+            entry.state_out = entry.state_0
+        self._reconcile_state(state, state)
+        for entry in self._entries:
+            self._notify_input_state_update(entry, int(StateFlags.ALL), dt=0.0, iteration_restart=True)
+        self._outputs_valid = False
+
+    # ------------------------------------------------------------------ coupling helpers
+    def entry_gravity_acceleration(self, name: str):
+        """``(body_acc, particle_acc)``: the gravity acceleration entry ``name``'s solver applies
+        to each body and particle of its view (``coupling_eval_gravity_acceleration``), cached
+        until a model change touches gravity, masses or body flags."""
+        entry = self._entry(name)
+        if entry.gravity_body is None:
+            view, dev = entry.view, self.model.device
+            entry.gravity_body = wp.zeros(int(view.body_count or 0), dtype=wp.vec3, device=dev)
+            entry.gravity_particle = wp.zeros(int(getattr(view, "particle_count", 0) or 0), dtype=wp.vec3, device=dev)
+            hook = coupling_hook(entry.solver, "coupling_eval_gravity_acceleration")
+            hook(entry.gravity_body, entry.gravity_particle)
+        return entry.gravity_body, entry.gravity_particle
+
+    def eval_effective_mass(self, name: str, endpoint_kind, endpoint_indices, endpoint_local_pos=None) -> np.ndarray:
+        """Scalar effective masses [kg] of endpoints of entry ``name`` (the solver's hook, else the
+        model-mass fallback). ``endpoint_kind``: one kind for all or one per endpoint."""
+        entry = self._entry(name)
+        kinds, idx, pos = self._endpoint_arrays(endpoint_kind, endpoint_indices, endpoint_local_pos)
+        out = wp.zeros(len(idx), dtype=wp.float32, device=self.model.device)
+        coupling_hook(entry.solver, "coupling_eval_effective_mass")(kinds, idx, pos, out)
+        return out.numpy().astype(np.float64)
+
+    def eval_effective_mass_block(self, name: str, body_indices, endpoint_local_pos=None):
+        """``(masses [kg], inertias [kg m^2])`` of body endpoints of entry ``name``."""
+        entry = self._entry(name)
+        kinds, idx, pos = self._endpoint_arrays(ENDPOINT_BODY, body_indices, endpoint_local_pos)
+        dev = self.model.device
+        out_m = wp.zeros(len(idx), dtype=wp.float32, device=dev)
+        out_i = wp.zeros(len(idx), dtype=wp.mat33, device=dev)
+        coupling_hook(entry.solver, "coupling_eval_effective_mass_block")(kinds, idx, pos, out_m, out_i)
+        return out_m.numpy().astype(np.float64), out_i.numpy().astype(np.float64)
+
+    def _endpoint_arrays(self, endpoint_kind, endpoint_indices, endpoint_local_pos):
+        dev = self.model.device
+        idx = np.asarray(endpoint_indices.numpy() if hasattr(endpoint_indices, "numpy") else endpoint_indices,
+                         dtype=np.int32).reshape(-1)  # fmt: skip
+        kinds = np.asarray(endpoint_kind.numpy() if hasattr(endpoint_kind, "numpy") else endpoint_kind, dtype=np.int32)
+        if kinds.ndim == 0:
+            kinds = np.full(len(idx), int(kinds), dtype=np.int32)
+        if np.any((kinds != ENDPOINT_BODY) & (kinds != ENDPOINT_PARTICLE)):
+            raise ValueError(f"{type(self).__name__}: endpoint kinds must be ENDPOINT_BODY (0) or "
+                             "ENDPOINT_PARTICLE (1)")
+        pos = np.zeros((len(idx), 3), np.float32) if endpoint_local_pos is None else \
+            np.asarray(endpoint_local_pos, np.float32).reshape(len(idx), 3)  # fmt: skip
+        return (wp.array(kinds, dtype=wp.int32, device=dev), wp.array(idx, dtype=wp.int32, device=dev),
+                wp.array(pos, dtype=wp.vec3, device=dev))  # fmt: skip
+
+
+def _copy_namespace(src, dst) -> None:
+    """Copy every Warp array of ``src`` into the same-named, same-shaped array of ``dst`` (one level
+    of custom-attribute namespaces included)."""
+    for name, a in vars(src).items():
+        b = getattr(dst, name, None)
+        if isinstance(a, wp.array):
+            if isinstance(b, wp.array) and a is not b and a.shape == b.shape and a.dtype == b.dtype and a.size:
+                wp.copy(b, a)
+        elif b is not None and type(a).__name__ == "AttributeNamespace":
+            _copy_namespace(a, b)
