@@ -204,6 +204,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         conv, sm = self.conversion, self.state_map
         self._act_p = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "p"]
         self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
+        self._forces_written = False
         self._act_p_dof = np.asarray([d for d, _ in self._act_p], np.int64)
         self._act_p_id = np.asarray([a for _, a in self._act_p], np.int64)
         self._act_v_dof = np.asarray([d for d, _ in self._act_v], np.int64)
@@ -325,16 +326,23 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         if target_qd is None:
             target_qd = self.model.joint_target_qd.numpy() if self.model.joint_dof_count else np.zeros(0)
         body_f = state_in.body_f.numpy() if getattr(state_in, "body_f", None) is not None else None
-        q_in = None
-        for w, d in enumerate(self.mj_datas):
-            if len(self._act_p_id):
-                d.ctrl[self._act_p_id] = target_q[sm.d_off[w] + self._act_p_dof]
-            if len(self._act_v_id):
-                d.ctrl[self._act_v_id] = target_qd[sm.d_off[w] + self._act_v_dof]
-            d.qfrc_applied[:] = 0.0
-            d.xfrc_applied[:] = 0.0
-        if joint_f is not None and len(joint_f):
-            qfrc = np.zeros((W, self.mj_model.nv))
+        if self._act_p_id.size or self._act_v_id.size:
+            nu = self.mj_model.nu
+            ctrl = np.zeros((W, nu))
+            if self._act_p_id.size:
+                ctrl[:, self._act_p_id] = target_q[sm._idx(self._act_p_dof, sm.d_off)]
+            if self._act_v_id.size:
+                ctrl[:, self._act_v_id] = target_qd[sm._idx(self._act_v_dof, sm.d_off)]
+            for w, d in enumerate(self.mj_datas):
+                d.ctrl[:] = ctrl[w]
+        has_joint_f = joint_f is not None and len(joint_f) and bool(np.any(joint_f))
+        has_body_f = body_f is not None and len(self._body_local) and bool(np.any(body_f))
+        if not (has_joint_f or has_body_f or self._forces_written):
+            return  # MuJoCo's applied-force arrays still hold zeros
+        self._forces_written = bool(has_joint_f or has_body_f)
+        qfrc = np.zeros((W, self.mj_model.nv))
+        xfrc = np.zeros((W, self.mj_model.nbody, 6))
+        if has_joint_f:
             if len(sm.scalar_d):
                 qfrc[:, sm.scalar_md] = joint_f[sm._idx(sm.scalar_d, sm.d_off)]
             if len(sm.ball_d):
@@ -342,13 +350,13 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                 f = joint_f[sm._idx(sm.ball_d, sm.d_off)[..., None] + np.arange(3)]
                 rc = np.broadcast_to(sm.ball_rc, q_in.shape)
                 qfrc[:, (sm.ball_md[:, None] + np.arange(3))] = qrot(rc, qrot(qconj(q_in), f))
-            for w, d in enumerate(self.mj_datas):
-                d.qfrc_applied[:] = qfrc[w]
-                for ds, bid in self._free_joint_body:
-                    d.xfrc_applied[bid] += joint_f[sm.d_off[w] + ds: sm.d_off[w] + ds + 6]
-        if body_f is not None and len(self._body_local):
-            for w, d in enumerate(self.mj_datas):
-                d.xfrc_applied[self._body_mj] += body_f[self._body_off[w] + self._body_local]
+            for ds, bid in self._free_joint_body:
+                xfrc[:, bid] += joint_f[sm.d_off[:, None] + ds + np.arange(6)[None, :]]
+        if has_body_f:
+            np.add.at(xfrc, (slice(None), self._body_mj), body_f[sm._idx(self._body_local, self._body_off)])
+        for w, d in enumerate(self.mj_datas):
+            d.qfrc_applied[:] = qfrc[w]
+            d.xfrc_applied[:] = xfrc[w]
 
     def _ball_quats(self):
         sm = self.state_map
