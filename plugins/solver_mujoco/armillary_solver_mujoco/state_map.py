@@ -111,6 +111,8 @@ class StateMap:
         self.free_p_pos, self.free_p_rot = fp[:, :3], fp[:, 3:] / np.maximum(np.linalg.norm(fp[:, 3:], axis=1, keepdims=True), 1e-30)
         self.free_c_pos, self.free_c_rot = fc[:, :3], fc[:, 3:] / np.maximum(np.linalg.norm(fc[:, 3:], axis=1, keepdims=True), 1e-30)
         self.free_com = np.asarray([f[6] for f in free], np.float64).reshape(-1, 3)
+        ident = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+        self.free_identity_anchors = bool(np.allclose(fp, ident, atol=0.0) and np.allclose(fc, ident, atol=0.0))
 
     # ------------------------------------------------------------ ours -> MuJoCo
     def _idx(self, base, off):
@@ -180,18 +182,20 @@ class StateMap:
             x = qpos[:, (self.free_mq[:, None] + np.arange(7))]
             vel = qvel[:, (self.free_md[:, None] + np.arange(6))]
             pb, rb = x[..., :3], wxyz_to_xyzw(x[..., 3:])
-            pp, pr = self.free_p_pos, self.free_p_rot
-            cp, cr = self.free_c_pos, self.free_c_rot
-            # X_j = inv(X_p) * X_WB * X_c
-            rj = qmul(rb, cr)
-            pj = pb + qrot(rb, cp)
-            r = qmul(qconj(pr), rj)
-            t = qrot(qconj(pr), pj - pp)
             w = qrot(rb, vel[..., 3:])
             v = vel[..., :3] + cross(w, qrot(rb, self.free_com))
+            if self.free_identity_anchors:  # the common case: joint frame = world, child frame = body
+                t, r = pb, rb
+            else:
+                pp, pr = self.free_p_pos, self.free_p_rot
+                cp, cr = self.free_c_pos, self.free_c_rot
+                # X_j = inv(X_p) * X_WB * X_c
+                r = qmul(qconj(pr), qmul(rb, cr))
+                t = qrot(qconj(pr), pb + qrot(rb, cp) - pp)
+                v = qrot(qconj(pr), v)
+                w = qrot(qconj(pr), w)
             joint_q[self._idx(self.free_q, self.q_off)[..., None] + np.arange(7)] = np.concatenate([t, r], axis=-1)
-            joint_qd[self._idx(self.free_d, self.d_off)[..., None] + np.arange(6)] = np.concatenate(
-                [qrot(qconj(pr), v), qrot(qconj(pr), w)], axis=-1)  # fmt: skip
+            joint_qd[self._idx(self.free_d, self.d_off)[..., None] + np.arange(6)] = np.concatenate([v, w], axis=-1)
 
     def free_dofs_of(self, dof_world0):
         """Whether our world-0 DOF belongs to a FREE joint (its joint_f goes to xfrc_applied)."""
