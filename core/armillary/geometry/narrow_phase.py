@@ -43,6 +43,7 @@ from .primitives import (
     capsule_ends,
     closest_point_segment,
     closest_segment_segment,
+    mat83,
     point_box,
     reduce_manifold4,
     safe_normalize,
@@ -334,6 +335,15 @@ def plane_point(X: wp.transform, scale: wp.vec3, x: wp.vec3, r: float, ctx: Pair
 def manifold_emit(ctx: PairCtx, out: ContactOut, XR: wp.transform, hR: wp.vec3, ax: int, nref: wp.vec3,
                   XI: wp.transform, hI: wp.vec3, ref_is_a: int, limit: float, code: int):  # fmt: skip
     poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
+    manifold_emit_poly(ctx, out, poly, m, rk, rl, XR, hR, ax, nref, XI, hI, ref_is_a, limit, code)
+
+
+@wp.func
+def manifold_emit_poly(ctx: PairCtx, out: ContactOut, poly: mat83, m: int, rk: wp.vec3, rl: wp.vec3,
+                       XR: wp.transform, hR: wp.vec3, ax: int, nref: wp.vec3, XI: wp.transform, hI: wp.vec3,
+                       ref_is_a: int, limit: float, code: int):  # fmt: skip
+    """Emit the reduced face manifold from the clipped incident face ``poly`` (see
+    :func:`.primitives.box_face_manifold`)."""
     sel, cnt = reduce_manifold4(poly, m, hR[ax], limit)
     cR = wp.transform_get_translation(XR)
     if cnt == 0:
@@ -394,13 +404,13 @@ def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp
             # the SAT separation is a lower bound of the distance: a clipped point attaining it
             # proves the face manifold exact without the feature enumeration
             if m > 0 and dmin <= sep + 1.0e-5 * scale:
-                manifold_emit(ctx, out, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
+                manifold_emit_poly(ctx, out, poly, m, rk, rl, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
                 return
             dist, pa, pb = box_box_distance(XA, hA, XB, hB)
             if dist > limit:
                 return
             if m > 0 and dmin <= dist + 1.0e-4 * scale:
-                manifold_emit(ctx, out, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
+                manifold_emit_poly(ctx, out, poly, m, rk, rl, XR, hR, ax, nref, XI, hI, ref_a, limit, code)
                 return
             emit(ctx, out, pa, pb, safe_normalize(pb - pa, n), 0.0, 0.0, 63)
             return

@@ -26,6 +26,7 @@ vec4f = wp.types.vector(length=4, dtype=wp.float32)
 mat43 = wp.types.matrix(shape=(4, 3), dtype=wp.float32)
 vec2f = wp.types.vector(length=2, dtype=wp.float32)
 mat23 = wp.types.matrix(shape=(2, 3), dtype=wp.float32)
+vec9i = wp.types.vector(length=9, dtype=wp.int32)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -213,8 +214,48 @@ def clip_poly(poly: mat83, n: int, axis: int, sign: float, limit: float):
 
 
 @wp.func
+def box_local_axis(q: wp.quat, i: int):
+    """World direction of local axis ``i`` of a frame with rotation ``q``."""
+    e = wp.vec3(0.0)
+    e[i] = 1.0
+    return wp.quat_rotate(q, e)
+
+
+@wp.func
+def box_rotation(q: wp.quat):
+    """The three world axes of a box frame as the rows of a matrix (row i = ``box_axis(X, i)``)."""
+    a0 = box_local_axis(q, 0)
+    a1 = box_local_axis(q, 1)
+    a2 = box_local_axis(q, 2)
+    return wp.mat33(a0[0], a0[1], a0[2], a1[0], a1[1], a1[2], a2[0], a2[1], a2[2])
+
+
+@wp.func
+def edge_in_cone(dl: wp.vec3, axis: int, combo: int, eps: float):
+    """Whether edge ``combo`` of the box edges parallel to ``axis`` (see :func:`box_edge`) can hold
+    a closest point with outward direction ``dl`` (box-local): the direction must lie in the
+    edge's normal cone, spanned by the outward normals of its two faces (``eps`` slack)."""
+    k = (axis + 1) % 3
+    l = (axis + 2) % 3
+    sk = float(1.0)
+    if (combo & 1) == 0:
+        sk = -1.0
+    sl = float(1.0)
+    if (combo & 2) == 0:
+        sl = -1.0
+    return sk * dl[k] >= -eps and sl * dl[l] >= -eps
+
+
+@wp.func
 def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
     """Exact distance between two separated boxes by feature enumeration.
+
+    Vertex-box queries first, then the edge pairs that can hold the closest points: a pair whose
+    closest points include an edge endpoint is never closer than that vertex's box query, and a
+    pair with interior closest points is the minimum only if their direction (along the cross
+    product of the edge directions, pointing from A to B) lies in both edges' normal cones, so
+    the other pairs (and parallel pairs, whose minimum is attained at an endpoint) are skipped.
+    The visit order and strict-improvement rule are those of the full enumeration.
 
     Returns (distance, point on A, point on B).
     """
@@ -234,26 +275,65 @@ def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec
             best = d2
             pa = sp2
             pb = w
+    qa = wp.transform_get_rotation(XA)
+    qb = wp.transform_get_rotation(XB)
+    RA = box_rotation(qa)
+    RB = box_rotation(qb)
+    dc = wp.transform_get_translation(XB) - wp.transform_get_translation(XA)
+    scale = wp.max(wp.max(hA[0], wp.max(hA[1], hA[2])), wp.max(hB[0], wp.max(hB[1], hB[2])))
+    # per axis pair (ia, jb): bit 4 ca + cb set when edge pair (4 ia + ca, 4 jb + cb) is a candidate
+    masks = vec9i()
+    for ia in range(3):
+        for jb in range(3):
+            c = wp.cross(RA[ia], RB[jb])
+            cl = wp.length(c)
+            mask = int(0)
+            if cl > 1.0e-6:
+                u = c / cl
+                sd = wp.dot(u, dc)
+                eps = 1.0e-3 + 1.0e-5 / cl  # slack grows as the direction gets ill-conditioned
+                tol = 1.0e-3 * scale + eps * wp.length(dc)
+                ua = RA * u
+                ub = RB * u
+                for ca in range(4):
+                    for cb in range(4):
+                        ok = False
+                        # the direction A -> B is +u or -u (its projection on dc is at least the distance)
+                        if sd >= -tol:
+                            ok = edge_in_cone(ua, ia, ca, eps) and edge_in_cone(-ub, jb, cb, eps)
+                        if (not ok) and sd <= tol:
+                            ok = edge_in_cone(-ua, ia, ca, eps) and edge_in_cone(ub, jb, cb, eps)
+                        if ok:
+                            mask = mask | (int(1) << (4 * ca + cb))
+            masks[3 * ia + jb] = mask
     for ea in range(12):
-        a0, a1 = box_edge(XA, hA, ea)
+        ia = ea // 4
+        ca = ea % 4
+        a0 = wp.vec3(0.0)
+        a1 = wp.vec3(0.0)
+        have_a = int(0)
         for eb in range(12):
-            b0, b1 = box_edge(XB, hB, eb)
-            s, t = closest_segment_segment(a0, a1, b0, b1)
-            x = a0 + s * (a1 - a0)
-            y = b0 + t * (b1 - b0)
-            d = wp.length(y - x)
-            if d < best:
-                best = d
-                pa = x
-                pb = y
+            jb = eb // 4
+            cb = eb % 4
+            if (masks[3 * ia + jb] & (int(1) << (4 * ca + cb))) != 0:
+                if have_a == 0:
+                    a0, a1 = box_edge(XA, hA, ea)
+                    have_a = 1
+                b0, b1 = box_edge(XB, hB, eb)
+                s, t = closest_segment_segment(a0, a1, b0, b1)
+                x = a0 + s * (a1 - a0)
+                y = b0 + t * (b1 - b0)
+                d = wp.length(y - x)
+                if d < best:
+                    best = d
+                    pa = x
+                    pb = y
     return best, pa, pb
 
 
 @wp.func
 def box_axis(X: wp.transform, i: int):
-    e = wp.vec3(0.0)
-    e[i] = 1.0
-    return wp.quat_rotate(wp.transform_get_rotation(X), e)
+    return box_local_axis(wp.transform_get_rotation(X), i)
 
 
 @wp.func
@@ -265,6 +345,15 @@ def box_projected_radius(X: wp.transform, h: wp.vec3, u: wp.vec3):
 
 
 @wp.func
+def box_projected_radius_r(R: wp.mat33, h: wp.vec3, u: wp.vec3):
+    """:func:`box_projected_radius` with the box axes given as the rows of ``R``."""
+    r = float(0.0)
+    for i in range(3):
+        r += h[i] * wp.abs(wp.dot(R[i], u))
+    return r
+
+
+@wp.func
 def box_box_sat(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
     """Separating-axis test. Returns (max separation, axis code, normal A->B).
 
@@ -272,12 +361,14 @@ def box_box_sat(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
     Face axes are preferred over edge axes within a small tolerance.
     """
     d = wp.transform_get_translation(XB) - wp.transform_get_translation(XA)
+    RA = box_rotation(wp.transform_get_rotation(XA))
+    RB = box_rotation(wp.transform_get_rotation(XB))
     best = float(-MAXVAL)
     code = int(0)
     nbest = wp.vec3(0.0, 0.0, 1.0)
     for i in range(3):
-        u = box_axis(XA, i)
-        s = wp.abs(wp.dot(d, u)) - hA[i] - box_projected_radius(XB, hB, u)
+        u = RA[i]
+        s = wp.abs(wp.dot(d, u)) - hA[i] - box_projected_radius_r(RB, hB, u)
         if s > best + 1.0e-6:
             best = s
             code = i
@@ -286,8 +377,8 @@ def box_box_sat(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
             else:
                 nbest = -u
     for i in range(3):
-        u = box_axis(XB, i)
-        s = wp.abs(wp.dot(d, u)) - hB[i] - box_projected_radius(XA, hA, u)
+        u = RB[i]
+        s = wp.abs(wp.dot(d, u)) - hB[i] - box_projected_radius_r(RA, hA, u)
         if s > best + 1.0e-6:
             best = s
             code = 3 + i
@@ -299,14 +390,14 @@ def box_box_sat(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
     tol = 1.0e-4 * scale
     face_best = best
     for i in range(3):
-        a = box_axis(XA, i)
+        a = RA[i]
         for j in range(3):
-            b = box_axis(XB, j)
+            b = RB[j]
             c = wp.cross(a, b)
             cl = wp.length(c)
             if cl > 1.0e-4:
                 u = c / cl
-                s = wp.abs(wp.dot(d, u)) - box_projected_radius(XA, hA, u) - box_projected_radius(XB, hB, u)
+                s = wp.abs(wp.dot(d, u)) - box_projected_radius_r(RA, hA, u) - box_projected_radius_r(RB, hB, u)
                 if s > face_best + tol and s > best:
                     best = s
                     code = 6 + 3 * i + j

@@ -194,6 +194,8 @@ def integrate_kernel(
     particle_world: wp.array(dtype=wp.int32),
     body_mask: wp.array(dtype=wp.int32),
     particle_mask: wp.array(dtype=wp.int32),
+    item_count: int,
+    stride: int,
     # scratch (out)
     body_q_prev: wp.array(dtype=wp.transform),
     body_qd_prev: wp.array(dtype=wp.spatial_vector),
@@ -217,84 +219,89 @@ def integrate_kernel(
     particle_q_out: wp.array(dtype=wp.vec3),
     particle_qd_out: wp.array(dtype=wp.vec3),
 ):
-    tid = wp.tid()
-    if tid < contact_lambda.shape[0]:
-        contact_lambda[tid] = 0.0
-        contact_impulse[tid] = wp.vec3(0.0)
-    if tid < dof_lambda.shape[0]:
-        dof_lambda[tid] = 0.0
-    if tid < soft_lambda.shape[0]:
-        soft_lambda[tid] = 0.0
+    # grid-stride over max(bodies, particles, contact slots, dofs, soft constraints): on the CPU one
+    # thread loops over the items instead of paying Warp's per-thread argument setup for each
+    i = wp.tid()
+    while i < item_count:
+        tid = i
+        i += stride
+        if tid < contact_lambda.shape[0]:
+            contact_lambda[tid] = 0.0
+            contact_impulse[tid] = wp.vec3(0.0)
+        if tid < dof_lambda.shape[0]:
+            dof_lambda[tid] = 0.0
+        if tid < soft_lambda.shape[0]:
+            soft_lambda[tid] = 0.0
 
-    if tid < body_count:
-        X = body_q[tid]
-        qd = body_qd[tid]
-        body_q_prev[tid] = X
-        body_qd_prev[tid] = qd
-        body_dx[tid] = wp.vec3(0.0)
-        body_dth[tid] = wp.vec3(0.0)
-        body_cnt[tid] = 0.0
-        body_corr_x[tid] = wp.vec3(0.0)
-        body_corr_th[tid] = wp.vec3(0.0)
-        q = wp.transform_get_rotation(X)
-        com = body_com[tid]
-        x_com = wp.transform_point(X, com)
-        v = wp.spatial_top(qd)
-        w = wp.spatial_bottom(qd)
-        inv_m = body_inv_mass[tid]
-        kinematic = (body_flags[tid] & BODY_KINEMATIC) != 0
-        owned = True
-        if body_mask.shape[0] > 0:
-            owned = body_mask[tid] != 0
-        if not owned:
-            v = wp.vec3(0.0)
-            w = wp.vec3(0.0)  # left untouched: its owner moves it
-        elif (not kinematic) and inv_m > 0.0:
-            g = gravity[world_index(body_world[tid], gravity.shape[0])]
-            f = wp.vec3(0.0)
-            tau = wp.vec3(0.0)
-            if body_f.shape[0] > tid:
-                f = wp.spatial_top(body_f[tid])
-                tau = wp.spatial_bottom(body_f[tid])
-            v = v + (g + f * inv_m) * dt
-            wb = wp.quat_rotate_inv(q, w)
-            I = body_inertia[tid]
-            tb = wp.quat_rotate_inv(q, tau) - wp.cross(wb, I * wb)
-            wb = wb + (body_inv_inertia[tid] * tb) * dt
-            w = wp.quat_rotate(q, wb) * wp.max(1.0 - angular_damping * dt, 0.0)
-        if owned:
-            x_com = x_com + v * dt
-            q = rotate_by(q, w * dt)
-            body_q_out[tid] = frame_of(x_com, q, com)
-            body_qd_out[tid] = wp.spatial_vector(v, w)
-        else:
-            body_q_out[tid] = X
-            body_qd_out[tid] = qd
+        if tid < body_count:
+            X = body_q[tid]
+            qd = body_qd[tid]
+            body_q_prev[tid] = X
+            body_qd_prev[tid] = qd
+            body_dx[tid] = wp.vec3(0.0)
+            body_dth[tid] = wp.vec3(0.0)
+            body_cnt[tid] = 0.0
+            body_corr_x[tid] = wp.vec3(0.0)
+            body_corr_th[tid] = wp.vec3(0.0)
+            q = wp.transform_get_rotation(X)
+            com = body_com[tid]
+            x_com = wp.transform_point(X, com)
+            v = wp.spatial_top(qd)
+            w = wp.spatial_bottom(qd)
+            inv_m = body_inv_mass[tid]
+            kinematic = (body_flags[tid] & BODY_KINEMATIC) != 0
+            owned = True
+            if body_mask.shape[0] > 0:
+                owned = body_mask[tid] != 0
+            if not owned:
+                v = wp.vec3(0.0)
+                w = wp.vec3(0.0)  # left untouched: its owner moves it
+            elif (not kinematic) and inv_m > 0.0:
+                g = gravity[world_index(body_world[tid], gravity.shape[0])]
+                f = wp.vec3(0.0)
+                tau = wp.vec3(0.0)
+                if body_f.shape[0] > tid:
+                    f = wp.spatial_top(body_f[tid])
+                    tau = wp.spatial_bottom(body_f[tid])
+                v = v + (g + f * inv_m) * dt
+                wb = wp.quat_rotate_inv(q, w)
+                I = body_inertia[tid]
+                tb = wp.quat_rotate_inv(q, tau) - wp.cross(wb, I * wb)
+                wb = wb + (body_inv_inertia[tid] * tb) * dt
+                w = wp.quat_rotate(q, wb) * wp.max(1.0 - angular_damping * dt, 0.0)
+            if owned:
+                x_com = x_com + v * dt
+                q = rotate_by(q, w * dt)
+                body_q_out[tid] = frame_of(x_com, q, com)
+                body_qd_out[tid] = wp.spatial_vector(v, w)
+            else:
+                body_q_out[tid] = X
+                body_qd_out[tid] = qd
 
-    if tid < particle_count:
-        x = particle_q[tid]
-        pv = particle_qd[tid]
-        particle_q_prev[tid] = x
-        particle_qd_prev[tid] = pv
-        particle_dx[tid] = wp.vec3(0.0)
-        particle_cnt[tid] = 0.0
-        particle_corr[tid] = wp.vec3(0.0)
-        active = (particle_flags[tid] & PARTICLE_ACTIVE) != 0
-        if particle_mask.shape[0] > 0:
-            if particle_mask[tid] == 0:
-                active = False  # left untouched: its owner moves it
-        inv_mp = particle_inv_mass[tid]
-        if active and inv_mp > 0.0:
-            g = gravity[world_index(particle_world[tid], gravity.shape[0])]
-            pf = wp.vec3(0.0)
-            if particle_f.shape[0] > tid:
-                pf = particle_f[tid]
-            pv = pv + (g + pf * inv_mp) * dt
-            x = x + pv * dt
-        elif active:
-            x = x + pv * dt
-        particle_q_out[tid] = x
-        particle_qd_out[tid] = pv
+        if tid < particle_count:
+            x = particle_q[tid]
+            pv = particle_qd[tid]
+            particle_q_prev[tid] = x
+            particle_qd_prev[tid] = pv
+            particle_dx[tid] = wp.vec3(0.0)
+            particle_cnt[tid] = 0.0
+            particle_corr[tid] = wp.vec3(0.0)
+            active = (particle_flags[tid] & PARTICLE_ACTIVE) != 0
+            if particle_mask.shape[0] > 0:
+                if particle_mask[tid] == 0:
+                    active = False  # left untouched: its owner moves it
+            inv_mp = particle_inv_mass[tid]
+            if active and inv_mp > 0.0:
+                g = gravity[world_index(particle_world[tid], gravity.shape[0])]
+                pf = wp.vec3(0.0)
+                if particle_f.shape[0] > tid:
+                    pf = particle_f[tid]
+                pv = pv + (g + pf * inv_mp) * dt
+                x = x + pv * dt
+            elif active:
+                x = x + pv * dt
+            particle_q_out[tid] = x
+            particle_qd_out[tid] = pv
 
 
 @wp.kernel
@@ -959,27 +966,15 @@ def solve_distance(
     add_particle_delta(j, n * (-dl * wj), particle_dx, particle_cnt)
 
 
-@wp.kernel
-def solve_contacts_kernel(
+@wp.func
+def solve_aux_item(
+    k: int,
     dt: float,
-    rigid_max: int,
     soft_max: int,
     particle_count: int,
     spring_count: int,
     tri_count: int,
     edge_count: int,
-    # rigid contacts
-    rigid_count: wp.array(dtype=wp.int32),
-    rc_shape0: wp.array(dtype=wp.int32),
-    rc_shape1: wp.array(dtype=wp.int32),
-    rc_point0: wp.array(dtype=wp.vec3),
-    rc_point1: wp.array(dtype=wp.vec3),
-    rc_normal: wp.array(dtype=wp.vec3),
-    rc_margin0: wp.array(dtype=float),
-    rc_margin1: wp.array(dtype=float),
-    rigid_relaxation: float,
-    contact_lambda: wp.array(dtype=float),
-    contact_impulse: wp.array(dtype=wp.vec3),
     # soft contacts
     soft_count: wp.array(dtype=wp.int32),
     sc_particle: wp.array(dtype=wp.int32),
@@ -991,8 +986,6 @@ def solve_contacts_kernel(
     # shapes and bodies
     shape_body: wp.array(dtype=wp.int32),
     shape_mu: wp.array(dtype=float),
-    shape_mu_torsional: wp.array(dtype=float),
-    shape_mu_rolling: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
     body_q_prev: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
@@ -1033,17 +1026,8 @@ def solve_contacts_kernel(
     particle_dx: wp.array(dtype=wp.vec3),
     particle_cnt: wp.array(dtype=float),
 ):
-    tid = wp.tid()
-    # ---------------------------------------------------------------- rigid contacts
-    if tid < rigid_max:
-        solve_rigid_contact(
-            tid, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
-            shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
-            body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
-            contact_impulse, body_dx, body_dth, body_cnt,
-        )
-        return
-    k = tid - rigid_max
+    """Item ``k`` of the non-rigid part of :func:`solve_contacts_kernel` (particle-shape and
+    particle-particle contacts, springs, cloth triangles, bending edges)."""
     # ---------------------------------------------------------------- particle-shape contacts
     if k < soft_max:
         if k >= soft_count[0]:
@@ -1172,25 +1156,220 @@ def solve_contacts_kernel(
                            particle_mask, particle_dx, particle_cnt, soft_lambda, spring_count + 3 * tri_count + k)
 
 
+
+@wp.struct
+class ContactArrays:
+    """The array arguments of :func:`solve_contacts_kernel` (one struct argument packs much faster
+    than dozens of array arguments on the CPU; the solver caches one per argument set)."""
+
+    rigid_count: wp.array(dtype=wp.int32)
+    rc_shape0: wp.array(dtype=wp.int32)
+    rc_shape1: wp.array(dtype=wp.int32)
+    rc_point0: wp.array(dtype=wp.vec3)
+    rc_point1: wp.array(dtype=wp.vec3)
+    rc_normal: wp.array(dtype=wp.vec3)
+    rc_margin0: wp.array(dtype=float)
+    rc_margin1: wp.array(dtype=float)
+    contact_lambda: wp.array(dtype=float)
+    contact_impulse: wp.array(dtype=wp.vec3)
+    soft_count: wp.array(dtype=wp.int32)
+    sc_particle: wp.array(dtype=wp.int32)
+    sc_shape: wp.array(dtype=wp.int32)
+    sc_body_pos: wp.array(dtype=wp.vec3)
+    sc_normal: wp.array(dtype=wp.vec3)
+    shape_body: wp.array(dtype=wp.int32)
+    shape_mu: wp.array(dtype=float)
+    shape_mu_torsional: wp.array(dtype=float)
+    shape_mu_rolling: wp.array(dtype=float)
+    body_q: wp.array(dtype=wp.transform)
+    body_q_prev: wp.array(dtype=wp.transform)
+    body_com: wp.array(dtype=wp.vec3)
+    body_inv_mass: wp.array(dtype=float)
+    body_inv_inertia: wp.array(dtype=wp.mat33)
+    body_flags: wp.array(dtype=wp.int32)
+    body_mask: wp.array(dtype=wp.int32)
+    particle_q: wp.array(dtype=wp.vec3)
+    particle_q_prev: wp.array(dtype=wp.vec3)
+    particle_radius: wp.array(dtype=float)
+    particle_inv_mass: wp.array(dtype=float)
+    particle_flags: wp.array(dtype=wp.int32)
+    particle_world: wp.array(dtype=wp.int32)
+    particle_mask: wp.array(dtype=wp.int32)
+    particle_self: wp.array(dtype=wp.int32)
+    spring_indices: wp.array(dtype=wp.int32)
+    spring_rest: wp.array(dtype=float)
+    spring_ke: wp.array(dtype=float)
+    spring_kd: wp.array(dtype=float)
+    tri_indices: wp.array2d(dtype=wp.int32)
+    tri_rest: wp.array(dtype=wp.vec3)
+    tri_ke: wp.array(dtype=wp.vec3)
+    edge_indices: wp.array2d(dtype=wp.int32)
+    edge_rest: wp.array(dtype=float)
+    edge_ke: wp.array(dtype=float)
+    soft_lambda: wp.array(dtype=float)
+    body_dx: wp.array(dtype=wp.vec3)
+    body_dth: wp.array(dtype=wp.vec3)
+    body_cnt: wp.array(dtype=float)
+    particle_dx: wp.array(dtype=wp.vec3)
+    particle_cnt: wp.array(dtype=float)
+
+
+@wp.kernel
+def solve_contacts_kernel(
+    dt: float,
+    rigid_max: int,
+    soft_max: int,
+    particle_count: int,
+    spring_count: int,
+    tri_count: int,
+    edge_count: int,
+    rigid_relaxation: float,
+    soft_relaxation: float,
+    soft_mu: float,
+    grid: wp.uint64,
+    use_grid: int,
+    particle_mu: float,
+    max_radius: float,
+    soft_body_relaxation: float,
+    stride: int,
+    A: ContactArrays,
+):
+    rigid_count = A.rigid_count
+    rc_shape0 = A.rc_shape0
+    rc_shape1 = A.rc_shape1
+    rc_point0 = A.rc_point0
+    rc_point1 = A.rc_point1
+    rc_normal = A.rc_normal
+    rc_margin0 = A.rc_margin0
+    rc_margin1 = A.rc_margin1
+    contact_lambda = A.contact_lambda
+    contact_impulse = A.contact_impulse
+    soft_count = A.soft_count
+    sc_particle = A.sc_particle
+    sc_shape = A.sc_shape
+    sc_body_pos = A.sc_body_pos
+    sc_normal = A.sc_normal
+    shape_body = A.shape_body
+    shape_mu = A.shape_mu
+    shape_mu_torsional = A.shape_mu_torsional
+    shape_mu_rolling = A.shape_mu_rolling
+    body_q = A.body_q
+    body_q_prev = A.body_q_prev
+    body_com = A.body_com
+    body_inv_mass = A.body_inv_mass
+    body_inv_inertia = A.body_inv_inertia
+    body_flags = A.body_flags
+    body_mask = A.body_mask
+    particle_q = A.particle_q
+    particle_q_prev = A.particle_q_prev
+    particle_radius = A.particle_radius
+    particle_inv_mass = A.particle_inv_mass
+    particle_flags = A.particle_flags
+    particle_world = A.particle_world
+    particle_mask = A.particle_mask
+    particle_self = A.particle_self
+    spring_indices = A.spring_indices
+    spring_rest = A.spring_rest
+    spring_ke = A.spring_ke
+    spring_kd = A.spring_kd
+    tri_indices = A.tri_indices
+    tri_rest = A.tri_rest
+    tri_ke = A.tri_ke
+    edge_indices = A.edge_indices
+    edge_rest = A.edge_rest
+    edge_ke = A.edge_ke
+    soft_lambda = A.soft_lambda
+    body_dx = A.body_dx
+    body_dth = A.body_dth
+    body_cnt = A.body_cnt
+    particle_dx = A.particle_dx
+    particle_cnt = A.particle_cnt
+    # grid-stride loop (on the CPU one thread walks every item, skipping the unused rigid slots)
+    tid = wp.tid()
+    total = rigid_max + soft_max + particle_count + spring_count + tri_count + edge_count
+    rc = wp.min(rigid_count[0], rigid_max)
+    i = tid
+    while i < total:
+        item = i
+        i += stride
+        if item < rigid_max:
+            if item < rc:
+                solve_rigid_contact(
+                    item, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+                    shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
+                    body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
+                    contact_impulse, body_dx, body_dth, body_cnt,
+                )
+            else:
+                # jump to this thread's first item past the rigid slots
+                i = rigid_max + ((tid - rigid_max) % stride + stride) % stride
+            continue
+        solve_aux_item(
+            item - rigid_max, dt, soft_max, particle_count, spring_count, tri_count, edge_count, soft_count,
+            sc_particle, sc_shape, sc_body_pos, sc_normal, soft_relaxation, soft_mu, shape_body, shape_mu, body_q,
+            body_q_prev, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, grid, use_grid,
+            particle_q, particle_q_prev, particle_radius, particle_inv_mass, particle_flags, particle_world,
+            particle_mask, particle_mu, max_radius, particle_self, spring_indices, spring_rest, spring_ke,
+            spring_kd, tri_indices, tri_rest, tri_ke, edge_indices, edge_rest, edge_ke, soft_body_relaxation,
+            soft_lambda, body_dx, body_dth, body_cnt, particle_dx, particle_cnt,
+        )
+
+
+#: every argument of the pre-struct :func:`solve_contacts_kernel` signature, in order (the solver
+#: builds its values in this order and moves the arrays into a :class:`ContactArrays`)
+SOLVE_CONTACTS_ARG_NAMES = (
+    "dt", "rigid_max", "soft_max", "particle_count", "spring_count", "tri_count", "edge_count", "rigid_count",
+    "rc_shape0", "rc_shape1", "rc_point0", "rc_point1", "rc_normal", "rc_margin0", "rc_margin1",
+    "rigid_relaxation", "contact_lambda", "contact_impulse", "soft_count", "sc_particle", "sc_shape",
+    "sc_body_pos", "sc_normal", "soft_relaxation", "soft_mu", "shape_body", "shape_mu", "shape_mu_torsional",
+    "shape_mu_rolling", "body_q", "body_q_prev", "body_com", "body_inv_mass", "body_inv_inertia", "body_flags",
+    "body_mask", "grid", "use_grid", "particle_q", "particle_q_prev", "particle_radius", "particle_inv_mass",
+    "particle_flags", "particle_world", "particle_mask", "particle_mu", "max_radius", "particle_self",
+    "spring_indices", "spring_rest", "spring_ke", "spring_kd", "tri_indices", "tri_rest", "tri_ke", "edge_indices",
+    "edge_rest", "edge_ke", "soft_body_relaxation", "soft_lambda", "stride", "body_dx", "body_dth", "body_cnt",
+    "particle_dx", "particle_cnt",
+)
+CONTACT_ARRAY_FIELDS = frozenset(ContactArrays.vars.keys())
+
+
+@wp.struct
+class DeltaArrays:
+    """The array arguments of :func:`apply_deltas_kernel` (see :class:`ContactArrays`)."""
+
+    body_com: wp.array(dtype=wp.vec3)
+    body_dx: wp.array(dtype=wp.vec3)
+    body_dth: wp.array(dtype=wp.vec3)
+    body_cnt: wp.array(dtype=float)
+    particle_dx: wp.array(dtype=wp.vec3)
+    particle_cnt: wp.array(dtype=float)
+    body_q: wp.array(dtype=wp.transform)
+    particle_q: wp.array(dtype=wp.vec3)
+    body_corr_x: wp.array(dtype=wp.vec3)
+    body_corr_th: wp.array(dtype=wp.vec3)
+    particle_corr: wp.array(dtype=wp.vec3)
+    count_out: wp.array(dtype=float)
+
+
 @wp.kernel
 def apply_deltas_kernel(
     body_count: int,
     particle_count: int,
     con_weighting: int,
-    body_com: wp.array(dtype=wp.vec3),
-    body_dx: wp.array(dtype=wp.vec3),
-    body_dth: wp.array(dtype=wp.vec3),
-    body_cnt: wp.array(dtype=float),
-    particle_dx: wp.array(dtype=wp.vec3),
-    particle_cnt: wp.array(dtype=float),
-    body_q: wp.array(dtype=wp.transform),
-    particle_q: wp.array(dtype=wp.vec3),
-    body_corr_x: wp.array(dtype=wp.vec3),
-    body_corr_th: wp.array(dtype=wp.vec3),
-    particle_corr: wp.array(dtype=wp.vec3),
-    count_out: wp.array(dtype=float),
+    A: DeltaArrays,
 ):
     """Apply the accumulated corrections (divided by the constraint count when weighting) and zero them."""
+    body_com = A.body_com
+    body_dx = A.body_dx
+    body_dth = A.body_dth
+    body_cnt = A.body_cnt
+    particle_dx = A.particle_dx
+    particle_cnt = A.particle_cnt
+    body_q = A.body_q
+    particle_q = A.particle_q
+    body_corr_x = A.body_corr_x
+    body_corr_th = A.body_corr_th
+    particle_corr = A.particle_corr
+    count_out = A.count_out
     tid = wp.tid()
     if tid < body_count:
         dx = body_dx[tid]
@@ -1221,6 +1400,14 @@ def apply_deltas_kernel(
             particle_corr[tid] = particle_corr[tid] + pdx
         particle_dx[tid] = wp.vec3(0.0)
         particle_cnt[tid] = 0.0
+
+
+#: the pre-struct :func:`apply_deltas_kernel` arguments, in order
+APPLY_DELTAS_ARG_NAMES = (
+    "body_count", "particle_count", "con_weighting", "body_com", "body_dx", "body_dth", "body_cnt", "particle_dx",
+    "particle_cnt", "body_q", "particle_q", "body_corr_x", "body_corr_th", "particle_corr", "count_out",
+)
+DELTA_ARRAY_FIELDS = frozenset(DeltaArrays.vars.keys())
 
 
 @wp.kernel
@@ -1259,8 +1446,9 @@ def update_velocities_kernel(
             particle_qd[tid] = particle_qd[tid] + particle_corr[tid] / dt
 
 
-@wp.kernel
-def restitution_kernel(
+@wp.func
+def restitution_item(
+    c: int,
     gravity_dt: float,
     rigid_count: wp.array(dtype=wp.int32),
     rc_shape0: wp.array(dtype=wp.int32),
@@ -1286,9 +1474,6 @@ def restitution_kernel(
     body_dw: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
-    """Velocity-level restitution: the normal relative velocity of each contact that was active this
-    step becomes ``-e`` times its value at the start of the step (approach faster than ``2 |g| dt``)."""
-    c = wp.tid()
     if c >= rigid_count[0] or contact_lambda[c] <= 0.0:
         return
     s0 = rc_shape0[c]
@@ -1345,6 +1530,48 @@ def restitution_kernel(
         a, b = lin_step(m0, q0, I0, r0, -p)
         add_body_delta(b0, a, b, body_dv, body_dw)
         wp.atomic_add(body_cnt, b0, 1.0)
+
+
+@wp.kernel
+def restitution_kernel(
+    gravity_dt: float,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_restitution: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_qd_prev: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    stride: int,
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    """Velocity-level restitution: the normal relative velocity of each contact that was active this
+    step becomes ``-e`` times its value at the start of the step (approach faster than ``2 |g| dt``)."""
+    # grid-stride over the active contacts (on the CPU one thread walks them all)
+    c = wp.tid()
+    n = wp.min(rigid_count[0], rc_shape0.shape[0])
+    while c < n:
+        restitution_item(
+            c, gravity_dt, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0,
+            rc_margin1, contact_lambda, shape_body, shape_restitution, body_q, body_q_prev, body_qd, body_qd_prev,
+            body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
+        )
+        c += stride
 
 
 @wp.kernel
@@ -1408,8 +1635,9 @@ def contact_force_kernel(
     force[c] = wp.spatial_vector(f, wp.vec3(0.0))
 
 
-@wp.kernel
-def friction_velocity_kernel(
+@wp.func
+def friction_velocity_item(
+    c: int,
     dt: float,
     rigid_count: wp.array(dtype=wp.int32),
     rc_shape0: wp.array(dtype=wp.int32),
@@ -1434,14 +1662,6 @@ def friction_velocity_kernel(
     body_dw: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
-    """Velocity-level Coulomb friction of the contacts active this step (Müller et al. 2020, 3.6):
-    the tangential relative velocity left by the position solve is removed within the friction
-    budget the position-level friction has not used (``mu * lambda_n - |lambda_t|``, over dt).
-
-    Without it, the part of a slip that the Jacobi position pass leaves uncorrected would carry
-    over as velocity and a box on a slope below the friction angle would creep.
-    """
-    c = wp.tid()
     if c >= rigid_count[0]:
         return
     ln = contact_lambda[c]
@@ -1495,3 +1715,48 @@ def friction_velocity_kernel(
         a, b = lin_step(m0, q0, I0, r0, -p)
         add_body_delta(b0, a, b, body_dv, body_dw)
         wp.atomic_add(body_cnt, b0, 1.0)
+
+@wp.kernel
+def friction_velocity_kernel(
+    dt: float,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    stride: int,
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    """Velocity-level Coulomb friction of the contacts active this step (Müller et al. 2020, 3.6):
+    the tangential relative velocity left by the position solve is removed within the friction
+    budget the position-level friction has not used (``mu * lambda_n - |lambda_t|``, over dt).
+
+    Without it, the part of a slip that the Jacobi position pass leaves uncorrected would carry
+    over as velocity and a box on a slope below the friction angle would creep.
+    """
+    # grid-stride over the active contacts (on the CPU one thread walks them all)
+    c = wp.tid()
+    n = wp.min(rigid_count[0], rc_shape0.shape[0])
+    while c < n:
+        friction_velocity_item(
+            c, dt, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+            contact_lambda, contact_impulse, shape_body, shape_mu, body_q, body_qd, body_com, body_inv_mass,
+            body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
+        )
+        c += stride

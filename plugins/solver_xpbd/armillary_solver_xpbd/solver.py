@@ -232,6 +232,7 @@ class SolverXPBD(SolverBase):
         self._contact_lambda = wp.zeros(0, dtype=float, device=dev)
         self._contact_impulse = wp.zeros(0, dtype=wp.vec3, device=dev)
         self._grid = None
+        self._packed = {}
 
     def _contact_buffers(self, rigid_max: int) -> None:
         if self._contact_lambda.shape[0] != rigid_max:
@@ -310,6 +311,7 @@ class SolverXPBD(SolverBase):
     def notify_model_changed(self, flags) -> None:
         """Refresh the constraint tables; every other model array is read live at each step."""
         super().notify_model_changed(flags)
+        self._packed.clear()
         value = int(flags)
         if value & int(ModelFlags.ALL):
             self._build_tables()
@@ -317,6 +319,42 @@ class SolverXPBD(SolverBase):
     # ------------------------------------------------------------------- step
     def _arr(self, value, empty):
         return empty if value is None else value
+
+    def _packed_args(self, struct_cls, names, fields, values) -> list:
+        """Launch arguments of a kernel taking its scalars then one struct of arrays (``struct_cls``,
+        whose ``fields`` are among ``names``) from ``values`` (one per name, in order). The struct
+        is cached per set of arrays (ping-pong states alternate between two), since packing an
+        array argument costs microseconds on every CPU launch and a struct's packing is kept."""
+        key = (struct_cls,) + tuple(id(v) for n, v in zip(names, values) if n in fields)
+        entry = self._packed.pop(key, None)
+        if entry is None:
+            A = struct_cls()
+            for n, v in zip(names, values):
+                if n in fields:
+                    setattr(A, n, v)
+            entry = (A, tuple(values))  # the values keep the arrays (and so their ids) alive
+        self._packed[key] = entry  # most recently used last
+        while len(self._packed) > 16:
+            self._packed.pop(next(iter(self._packed)))
+        return [v for n, v in zip(names, values) if n not in fields] + [entry[0]]
+
+    def _contact_args(self, values) -> list:
+        """:func:`.kernels.solve_contacts_kernel` arguments from the values of
+        :data:`.kernels.SOLVE_CONTACTS_ARG_NAMES`."""
+        return self._packed_args(kernels.ContactArrays, kernels.SOLVE_CONTACTS_ARG_NAMES,
+                                 kernels.CONTACT_ARRAY_FIELDS, values)
+
+    def _delta_args(self, values) -> list:
+        """:func:`.kernels.apply_deltas_kernel` arguments from the values of
+        :data:`.kernels.APPLY_DELTAS_ARG_NAMES`."""
+        return self._packed_args(kernels.DeltaArrays, kernels.APPLY_DELTAS_ARG_NAMES, kernels.DELTA_ARRAY_FIELDS,
+                                 values)
+
+    def _loop_dim(self, n: int) -> int:
+        """Thread count of a grid-stride launch over ``n`` items: one thread per item on a GPU, a
+        single thread on the CPU (Warp runs CPU kernels serially, and looping inside one thread
+        avoids the per-thread argument setup and keeps the item order)."""
+        return 1 if self.device.is_cpu else max(int(n), 1)
 
     def step(self, state_in, state_out, control, contacts, dt: float) -> None:
         """Advance ``state_in`` by ``dt`` into ``state_out`` (``state_in is state_out`` is allowed).
@@ -373,7 +411,7 @@ class SolverXPBD(SolverBase):
         if n == 0:
             return
         wp.launch(
-            kernels.integrate_kernel, dim=n,
+            kernels.integrate_kernel, dim=self._loop_dim(n),
             inputs=[nb, npart, dt, model.gravity, self.angular_damping,
                     state_in.body_q if bodies else E._empty_t, state_in.body_qd if bodies else E._empty_s,
                     self._arr(body_f, E._empty_s), body_com, body_inv_mass,
@@ -383,7 +421,8 @@ class SolverXPBD(SolverBase):
                     self._arr(getattr(state_in, "particle_f", None) if parts else None, E._empty_v),
                     m("particle_inv_mass", E._empty_f) if parts else E._empty_f,
                     m("particle_flags", E._empty_i) if parts else E._empty_i,
-                    m("particle_world", E._empty_i) if parts else E._empty_i, body_mask, particle_mask],
+                    m("particle_world", E._empty_i) if parts else E._empty_i, body_mask, particle_mask, n,
+                    self._loop_dim(n)],
             outputs=[self._body_q_prev, self._body_qd_prev, self._particle_q_prev, self._particle_qd_prev,
                      self._body_dx, self._body_dth, self._body_cnt, self._particle_dx, self._particle_cnt,
                      self._contact_lambda, self._contact_impulse, self._dof_lambda,
@@ -456,8 +495,10 @@ class SolverXPBD(SolverBase):
                 model.spring_stiffness if self._spring_count else E._empty_f,
                 model.spring_damping if self._spring_count else E._empty_f,
                 self._tri_indices, self._tri_rest, self._tri_ke, self._edge_indices, self._edge_rest, self._edge_ke,
-                self.soft_body_relaxation, self._soft_lambda,
+                self.soft_body_relaxation, self._soft_lambda, self._loop_dim(contact_dim),
+                self._body_dx, self._body_dth, self._body_cnt, self._particle_dx, self._particle_cnt,
             ]  # fmt: skip
+            contact_inputs = self._contact_args(contact_inputs)
 
         weighting = 1 if self.rigid_contact_con_weighting else 0
         for _ in range(self.iterations):
@@ -465,20 +506,19 @@ class SolverXPBD(SolverBase):
                 wp.launch(kernels.solve_joints_kernel, dim=self.joint_count, inputs=joint_inputs,
                           outputs=[self._dof_lambda, self._body_dx, self._body_dth], device=dev)
                 wp.launch(kernels.apply_deltas_kernel, dim=nb,
-                          inputs=[nb, 0, 0, body_com, self._body_dx, self._body_dth, self._body_cnt,
-                                  self._particle_dx, self._particle_cnt],
-                          outputs=[body_q, particle_q, self._body_corr_x, self._body_corr_th, self._particle_corr,
-                                   E._empty_f],
+                          inputs=self._delta_args([nb, 0, 0, body_com, self._body_dx, self._body_dth, self._body_cnt,
+                                                   self._particle_dx, self._particle_cnt, body_q, particle_q,
+                                                   self._body_corr_x, self._body_corr_th, self._particle_corr,
+                                                   E._empty_f]),
                           device=dev)  # fmt: skip
             if contact_dim:
-                wp.launch(kernels.solve_contacts_kernel, dim=contact_dim, inputs=contact_inputs,
-                          outputs=[self._body_dx, self._body_dth, self._body_cnt, self._particle_dx,
-                                   self._particle_cnt], device=dev)  # fmt: skip
+                wp.launch(kernels.solve_contacts_kernel, dim=self._loop_dim(contact_dim), inputs=contact_inputs,
+                          device=dev)  # fmt: skip
                 wp.launch(kernels.apply_deltas_kernel, dim=apply_dim,
-                          inputs=[nb, npart, weighting, body_com, self._body_dx, self._body_dth, self._body_cnt,
-                                  self._particle_dx, self._particle_cnt],
-                          outputs=[body_q, particle_q, self._body_corr_x, self._body_corr_th, self._particle_corr,
-                                   self._body_contact_count],
+                          inputs=self._delta_args([nb, npart, weighting, body_com, self._body_dx, self._body_dth,
+                                                   self._body_cnt, self._particle_dx, self._particle_cnt, body_q,
+                                                   particle_q, self._body_corr_x, self._body_corr_th,
+                                                   self._particle_corr, self._body_contact_count]),
                           device=dev)  # fmt: skip
 
         wp.launch(
@@ -493,12 +533,13 @@ class SolverXPBD(SolverBase):
 
         for _ in range(self.friction_velocity_pass if rigid_max and contacts is not None else 0):
             wp.launch(
-                kernels.friction_velocity_kernel, dim=rigid_max,
+                kernels.friction_velocity_kernel, dim=self._loop_dim(rigid_max),
                 inputs=[dt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                         contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
                         contacts.rigid_contact_normal, contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
                         self._contact_lambda, self._contact_impulse, model.shape_body, model.shape_material_mu,
-                        body_q, state_out.body_qd, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask],
+                        body_q, state_out.body_qd, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask,
+                        self._loop_dim(rigid_max)],
                 outputs=[self._body_dx, self._body_dth, self._body_cnt], device=dev,
             )  # fmt: skip
             wp.launch(kernels.apply_velocity_deltas_kernel, dim=nb,
@@ -510,14 +551,14 @@ class SolverXPBD(SolverBase):
             gdt = self._gnorm * dt
             for _ in range(self.rigid_contact_restitution_iterations):
                 wp.launch(
-                    kernels.restitution_kernel, dim=rigid_max,
+                    kernels.restitution_kernel, dim=self._loop_dim(rigid_max),
                     inputs=[gdt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                             contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
                             contacts.rigid_contact_point1, contacts.rigid_contact_normal,
                             contacts.rigid_contact_margin0, contacts.rigid_contact_margin1, self._contact_lambda,
                             model.shape_body, model.shape_material_restitution, body_q, self._body_q_prev,
                             state_out.body_qd, self._body_qd_prev, body_com, body_inv_mass, body_inv_inertia,
-                            body_flags, body_mask],
+                            body_flags, body_mask, self._loop_dim(rigid_max)],
                     outputs=[self._body_dx, self._body_dth, self._body_cnt], device=dev,
                 )  # fmt: skip
                 wp.launch(kernels.apply_velocity_deltas_kernel, dim=nb,
