@@ -2,9 +2,7 @@
 
 Registers the coupled solvers through ``armillary_register_solvers`` (issue #10). The module
 imports nothing heavy: the targets are imported when a name is first resolved
-(``armillary.solvers.experimental.coupled.SolverCoupled``). ``SolverCoupledProxy`` and
-``SolverCoupledADMM`` are not provided by this version yet; asking for them raises
-``ImportError`` naming this distribution.
+(``armillary.solvers.experimental.coupled.SolverCoupled``).
 """
 
 from __future__ import annotations
@@ -23,4 +21,9 @@ def armillary_register_solvers(registry):
         "SolverCoupled",
         "armillary_coupling.solver_coupled:SolverCoupled",
         summary="coupled-solver base: per-entry model views, ownership, substeps and owned-state reconciliation",
+    )
+    registry.add(
+        "SolverCoupledProxy",
+        "armillary_coupling.solver_coupled_proxy:SolverCoupledProxy",
+        summary="proxy coupling: endpoints of one solver as proxies in another, lagged or staggered feedback",
     )

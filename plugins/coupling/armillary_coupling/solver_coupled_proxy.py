@@ -1,0 +1,845 @@
+"""``SolverCoupledProxy``: lagged-impulse (virtual inertia) proxy coupling of two solver entries.
+
+A source entry owns the real bodies / particles; a destination entry receives *proxies* of them
+(dynamic in its view, flagged ``BodyFlags.PROXY`` / ``ParticleFlags.PROXY``, with the source's
+effective mass times ``mass_scale``), solves its local problem against them, and the momentum
+change of the proxies is returned to the source as a force input (``body_f`` / ``particle_f``)
+on the next pass (the next proxy iteration, or the next step).
+
+One coupled step, for ``iterations`` passes (per (source, destination) group):
+
+1. the source's input state is set from ``state_in`` plus the lagged feedback added to its
+   public force inputs, and the source is stepped;
+2. the destination's input state is set from ``state_in``; the proxy rows get the source's begin
+   pose (``"lagged"``) or end pose (``"staggered"``) and its end velocity;
+3. ``"lagged"`` only: ``coupling_rewind_proxy_body`` / ``_particle`` remove from the proxy
+   velocity the feedback, force input and gravity the source already integrated (the
+   destination applies force input and gravity again and re-creates the feedback);
+4. contacts: the proxy's ``collision_pipeline(destination_view)`` (refreshed every
+   ``collide_interval`` steps into a persistent buffer; inner iterations reuse it) or the outer
+   ``contacts``; then ``coupling_prepare_proxy_contacts`` (drops proxy-proxy / proxy-static rows);
+5. the destination is stepped; ``coupling_harvest_proxy_wrenches`` / ``_particle_forces``
+   report the feedback (solver hook or momentum fallback);
+6. relaxation: ``feedback = w * harvested + (1 - w) * feedback`` with ``w`` fixed
+   (``proxy_relaxation``) or Aitken-adapted within the step (``proxy_relaxation_mode="aitken"``,
+   clamped to ``[proxy_relaxation_min, proxy_relaxation_max]``).
+
+The step ends with the usual owned-row reconciliation. Everything runs on the device (no host
+synchronisation inside :meth:`step`); per-step diagnostics are device arrays in
+:attr:`SolverCoupledProxy.diagnostics`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import warp as wp
+
+from armillary.flags import ModelFlags, StateFlags
+from armillary.solvers import Coordinates, SolverCapabilities
+from armillary.solvers.coupling import ENDPOINT_PARTICLE, coupling_hook
+
+from .solver_coupled import SolverCoupled, SolverEntry
+
+__all__ = ["SolverCoupledProxy"]
+
+_MODES = ("lagged", "staggered")
+_RELAX_MODES = ("fixed", "aitken")
+
+
+# ---------------------------------------------------------------------- kernels
+@wp.kernel
+def _sync_body_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    dst_rows: wp.array(dtype=wp.int32),
+    src_q: wp.array(dtype=wp.transform),
+    src_qd: wp.array(dtype=wp.spatial_vector),
+    dst_q: wp.array(dtype=wp.transform),
+    dst_qd: wp.array(dtype=wp.spatial_vector),
+):
+    p = wp.tid()
+    s = src_rows[p]
+    d = dst_rows[p]
+    dst_q[d] = src_q[s]
+    dst_qd[d] = src_qd[s]
+
+
+@wp.kernel
+def _sync_particle_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    dst_rows: wp.array(dtype=wp.int32),
+    src_q: wp.array(dtype=wp.vec3),
+    src_qd: wp.array(dtype=wp.vec3),
+    dst_q: wp.array(dtype=wp.vec3),
+    dst_qd: wp.array(dtype=wp.vec3),
+):
+    p = wp.tid()
+    s = src_rows[p]
+    d = dst_rows[p]
+    dst_q[d] = src_q[s]
+    dst_qd[d] = src_qd[s]
+
+
+@wp.kernel
+def _add_body_feedback_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    feedback: wp.array(dtype=wp.spatial_vector),
+    body_f: wp.array(dtype=wp.spatial_vector),
+):
+    p = wp.tid()
+    b = src_rows[p]
+    body_f[b] = body_f[b] + feedback[p]
+
+
+@wp.kernel
+def _add_particle_feedback_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    feedback: wp.array(dtype=wp.vec3),
+    particle_f: wp.array(dtype=wp.vec3),
+):
+    p = wp.tid()
+    i = src_rows[p]
+    particle_f[i] = particle_f[i] + feedback[p]
+
+
+@wp.kernel
+def _zero_float_kernel(a: wp.array(dtype=float)):
+    a[wp.tid()] = 0.0
+
+
+@wp.kernel
+def _aitken_accumulate_body_kernel(
+    raw: wp.array(dtype=wp.spatial_vector),
+    old: wp.array(dtype=wp.spatial_vector),
+    prev_res: wp.array(dtype=wp.spatial_vector),
+    decl: wp.array(dtype=wp.int32),
+    acc_dot: wp.array(dtype=float),
+    acc_sq: wp.array(dtype=float),
+):
+    p = wp.tid()
+    r = raw[p] - old[p]
+    d = r - prev_res[p]
+    k = decl[p]
+    wp.atomic_add(acc_dot, k, wp.dot(prev_res[p], d))
+    wp.atomic_add(acc_sq, k, wp.dot(d, d))
+
+
+@wp.kernel
+def _aitken_accumulate_particle_kernel(
+    raw: wp.array(dtype=wp.vec3),
+    old: wp.array(dtype=wp.vec3),
+    prev_res: wp.array(dtype=wp.vec3),
+    decl: wp.array(dtype=wp.int32),
+    acc_dot: wp.array(dtype=float),
+    acc_sq: wp.array(dtype=float),
+):
+    p = wp.tid()
+    r = raw[p] - old[p]
+    d = r - prev_res[p]
+    k = decl[p]
+    wp.atomic_add(acc_dot, k, wp.dot(prev_res[p], d))
+    wp.atomic_add(acc_sq, k, wp.dot(d, d))
+
+
+@wp.kernel
+def _relaxation_kernel(
+    iteration: int,
+    base: wp.array(dtype=float),
+    aitken: wp.array(dtype=wp.int32),
+    lo: wp.array(dtype=float),
+    hi: wp.array(dtype=float),
+    acc_dot: wp.array(dtype=float),
+    acc_sq: wp.array(dtype=float),
+    omega: wp.array(dtype=float),
+):
+    k = wp.tid()
+    w = base[k]
+    if aitken[k] != 0:
+        if iteration == 0:
+            w = wp.clamp(base[k], lo[k], hi[k])
+        else:
+            w = omega[k]
+            if acc_sq[k] > 1.0e-30:
+                w = -omega[k] * acc_dot[k] / acc_sq[k]
+            w = wp.clamp(w, lo[k], hi[k])
+    omega[k] = w
+    acc_dot[k] = 0.0
+    acc_sq[k] = 0.0
+
+
+@wp.kernel
+def _blend_body_kernel(
+    raw: wp.array(dtype=wp.spatial_vector),
+    decl: wp.array(dtype=wp.int32),
+    omega: wp.array(dtype=float),
+    iteration: int,
+    feedback: wp.array(dtype=wp.spatial_vector),
+    prev_res: wp.array(dtype=wp.spatial_vector),
+    change_sq: wp.array(dtype=float),
+    norm_sq: wp.array(dtype=float),
+):
+    p = wp.tid()
+    old = feedback[p]
+    r = raw[p] - old
+    new = old + omega[decl[p]] * r
+    feedback[p] = new
+    prev_res[p] = r
+    d = new - old
+    wp.atomic_add(change_sq, iteration, wp.dot(d, d))
+    wp.atomic_add(norm_sq, iteration, wp.dot(new, new))
+
+
+@wp.kernel
+def _blend_particle_kernel(
+    raw: wp.array(dtype=wp.vec3),
+    decl: wp.array(dtype=wp.int32),
+    omega: wp.array(dtype=float),
+    iteration: int,
+    feedback: wp.array(dtype=wp.vec3),
+    prev_res: wp.array(dtype=wp.vec3),
+    change_sq: wp.array(dtype=float),
+    norm_sq: wp.array(dtype=float),
+):
+    p = wp.tid()
+    old = feedback[p]
+    r = raw[p] - old
+    new = old + omega[decl[p]] * r
+    feedback[p] = new
+    prev_res[p] = r
+    d = new - old
+    wp.atomic_add(change_sq, iteration, wp.dot(d, d))
+    wp.atomic_add(norm_sq, iteration, wp.dot(new, new))
+
+
+@wp.kernel
+def _record_relaxation_kernel(omega: wp.array(dtype=float), iteration: int, out: wp.array(dtype=float)):
+    # diagnostics: the relaxation factor of the first declaration of the group
+    out[iteration] = omega[0]
+
+
+@wp.kernel
+def _sqrt_kernel(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = wp.sqrt(a[i])
+
+
+@wp.func
+def _world_selected(world: int, world_mask: wp.array(dtype=wp.bool)):
+    # world_mask: empty (every world) or world_count + 1 entries (the last: global entities)
+    n = world_mask.shape[0]
+    if n == 0:
+        return True
+    if world >= 0 and world < n - 1:
+        return world_mask[world]
+    return world_mask[n - 1]
+
+
+@wp.kernel
+def _reset_body_feedback_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    body_world: wp.array(dtype=wp.int32),
+    world_mask: wp.array(dtype=wp.bool),
+    feedback: wp.array(dtype=wp.spatial_vector),
+    prev_res: wp.array(dtype=wp.spatial_vector),
+):
+    p = wp.tid()
+    if _world_selected(body_world[src_rows[p]], world_mask):
+        feedback[p] = wp.spatial_vector()
+        prev_res[p] = wp.spatial_vector()
+
+
+@wp.kernel
+def _reset_particle_feedback_kernel(
+    src_rows: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
+    world_mask: wp.array(dtype=wp.bool),
+    feedback: wp.array(dtype=wp.vec3),
+    prev_res: wp.array(dtype=wp.vec3),
+):
+    p = wp.tid()
+    if _world_selected(particle_world[src_rows[p]], world_mask):
+        feedback[p] = wp.vec3()
+        prev_res[p] = wp.vec3()
+
+
+# ---------------------------------------------------------------------- run-time records
+@dataclasses.dataclass
+class _ProxyGroup:
+    """All proxy mappings from one source entry into one destination entry."""
+
+    source: SolverEntry
+    destination: SolverEntry
+    decls: list  # (declaration index in Config.proxies, Proxy)
+    # host ids (global == view-local ids: views are not compacted)
+    body_src: np.ndarray = None
+    body_dst: np.ndarray = None
+    body_decl: np.ndarray = None
+    particle_src: np.ndarray = None
+    particle_dst: np.ndarray = None
+    particle_decl: np.ndarray = None
+    mode_lagged: bool = True
+    # device arrays
+    d_body_src: wp.array = None
+    d_body_dst: wp.array = None
+    d_body_decl: wp.array = None
+    d_particle_src: wp.array = None
+    d_particle_dst: wp.array = None
+    d_particle_decl: wp.array = None
+    body_local_to_proxy: wp.array = None  # destination view rows -> proxy index, -1 elsewhere
+    particle_local_to_proxy: wp.array = None
+    body_feedback: wp.array = None  # lagged feedback wrench per body proxy [N, N m]
+    body_raw: wp.array = None
+    body_prev_res: wp.array = None
+    particle_feedback: wp.array = None  # lagged feedback force per particle proxy [N]
+    particle_raw: wp.array = None
+    particle_prev_res: wp.array = None
+    body_qd_before: wp.array = None
+    particle_qd_before: wp.array = None
+    # relaxation (one slot per declaration of the group)
+    relax_base: wp.array = None
+    relax_aitken: wp.array = None
+    relax_lo: wp.array = None
+    relax_hi: wp.array = None
+    acc_dot: wp.array = None
+    acc_sq: wp.array = None
+    omega: wp.array = None
+    # proxy-local collision
+    pipeline: object = None
+    contacts: object = None
+    collide_interval: int = 1
+
+
+@dataclasses.dataclass
+class ProxyDiagnostics:
+    """Per-step diagnostics of :class:`SolverCoupledProxy` (device arrays, overwritten each step).
+
+    Attributes:
+        proxy_feedback_change: ``(iterations,)`` float32: L2 norm over every proxy of the change
+            of the lagged feedback (body wrenches and particle forces) made by each iteration.
+        proxy_feedback_norm: ``(iterations,)`` float32: L2 norm of the feedback after each
+            iteration.
+        proxy_relaxation: ``(iterations,)`` float32: relaxation factor used by each iteration
+            (first declaration of the first group; Aitken-adapted or fixed).
+    """
+
+    proxy_feedback_change: wp.array
+    proxy_feedback_norm: wp.array
+    proxy_relaxation: wp.array
+
+
+class SolverCoupledProxy(SolverCoupled):
+    """Couple two solver entries with lagged-impulse virtual proxy bodies or particles.
+
+    Args:
+        model: the shared model.
+        entries: the :class:`SolverCoupled.Entry` list (at most two entries take part in proxy
+            mappings; see the specification).
+        coupling: a :class:`SolverCoupledProxy.Config`.
+
+    The source entry owns the mapped bodies / particles; in the destination's view they are
+    dynamic proxies (``BodyFlags.PROXY`` / ``ParticleFlags.PROXY``, visible to its collisions and
+    in its ownership masks) with ``mass_scale`` times the source's effective mass
+    (``coupling_eval_effective_mass_block`` / ``coupling_eval_effective_mass`` of the source
+    solver). All mappings of one (source, destination) pair share one destination solve per
+    iteration. Limitations: the mappings must all go one way (one (source, destination) pair);
+    proxy joints (``joints`` / ``proxy_joints``) are not supported.
+
+    Attributes:
+        diagnostics: :class:`ProxyDiagnostics` of the last step (device arrays).
+    """
+
+    capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, collision_pipeline=True)
+
+    @dataclasses.dataclass
+    class Proxy:
+        """Proxy mapping for virtual-inertia coupling.
+
+        Args:
+            source: name of the source entry that owns ``bodies`` and/or ``particles``.
+            destination: name of the destination entry that receives the proxies.
+            bodies: source body ids (or labels) mapped into destination proxies.
+            proxy_bodies: destination body ids (default: ``bodies``). Distinct ids must name
+                bodies no entry owns (virtual copies).
+            joints: source joint ids kept in the destination (not supported: must be empty).
+            proxy_joints: destination joint ids (default: ``joints``; must be empty).
+            mass_scale: factor (finite, > 0) on the source's effective body mass/inertia and
+                particle mass, installed as the destination proxies' mass.
+            mode: ``"lagged"`` (source begin pose and end velocity, rewound) or ``"staggered"``
+                (source end pose and velocity, no rewind).
+            proxy_relaxation: non-negative factor ``w`` of the feedback update
+                ``w * new + (1 - w) * old`` (start value for ``"aitken"``).
+            proxy_relaxation_mode: ``"fixed"`` or ``"aitken"`` (adapted from consecutive
+                feedback residuals within one step).
+            proxy_relaxation_min, proxy_relaxation_max: bounds of the Aitken factor.
+            particles: source particle ids mapped into destination proxies.
+            proxy_particles: destination particle ids (default: ``particles``).
+            collision_pipeline: optional factory ``collision_pipeline(destination_view)``
+                returning a pipeline (``contacts()``, ``collide(state, contacts)``) for
+                proxy-local contacts, or ``None`` to use the outer contacts.
+            collide_interval: refresh interval of ``collision_pipeline`` in coupled steps
+                (``None``: every step); a positive integer.
+        """
+
+        source: str
+        destination: str
+        bodies: Sequence[int] = ()
+        proxy_bodies: Sequence[int] | None = None
+        joints: Sequence[int] = ()
+        proxy_joints: Sequence[int] | None = None
+        mass_scale: float = 1.0
+        mode: str = "lagged"
+        proxy_relaxation: float = 1.0
+        proxy_relaxation_mode: str = "fixed"
+        proxy_relaxation_min: float = 0.1
+        proxy_relaxation_max: float = 1.0
+        particles: Sequence[int] = ()
+        proxy_particles: Sequence[int] | None = None
+        collision_pipeline: Callable[[object], object | None] | None = None
+        collide_interval: int | None = None
+
+    @dataclasses.dataclass
+    class Config:
+        """Lagged-impulse proxy coupling configuration.
+
+        Args:
+            proxies: directed proxy mappings between solver entries.
+            iterations: positive number of proxy relaxation passes per step.
+        """
+
+        proxies: Sequence[SolverCoupledProxy.Proxy]
+        iterations: int = 1
+
+    def __init__(self, model, entries: Sequence[SolverCoupled.Entry], coupling: SolverCoupledProxy.Config) -> None:
+        self._groups: list[_ProxyGroup] = []
+        self._step_count = 0
+        super().__init__(model, entries, coupling)
+
+    # ------------------------------------------------------------------ validation
+    def _validate_coupling(self, coupling) -> None:
+        name = type(self).__name__
+        if not isinstance(coupling, SolverCoupledProxy.Config):
+            raise TypeError(f"{name}: coupling must be a SolverCoupledProxy.Config, got {type(coupling).__name__}")
+        it = coupling.iterations
+        if isinstance(it, bool) or not isinstance(it, (int, np.integer)) or int(it) < 1:
+            raise ValueError(f"{name}: Config.iterations must be an integer >= 1, got {it!r}")
+        proxies = list(coupling.proxies or ())
+        if not proxies:
+            raise ValueError(f"{name}: Config.proxies must name at least one Proxy")
+        for i, p in enumerate(proxies):
+            if not isinstance(p, SolverCoupledProxy.Proxy):
+                raise TypeError(f"{name}: proxies[{i}] must be a SolverCoupledProxy.Proxy, got {type(p).__name__}")
+            if p.source == p.destination:
+                raise ValueError(f"{name}: proxies[{i}]: source and destination are both {p.source!r}")
+            if p.mode not in _MODES:
+                raise ValueError(f"{name}: proxies[{i}]: mode must be 'lagged' or 'staggered', got {p.mode!r}")
+            if p.proxy_relaxation_mode not in _RELAX_MODES:
+                raise ValueError(f"{name}: proxies[{i}]: proxy_relaxation_mode must be 'fixed' or 'aitken', got "
+                                 f"{p.proxy_relaxation_mode!r}")  # fmt: skip
+            ms = float(p.mass_scale)
+            if not (np.isfinite(ms) and ms > 0.0):
+                raise ValueError(f"{name}: proxies[{i}]: mass_scale must be finite and > 0, got {p.mass_scale!r}")
+            for field in ("proxy_relaxation", "proxy_relaxation_min", "proxy_relaxation_max"):
+                v = float(getattr(p, field))
+                if not (np.isfinite(v) and v >= 0.0):
+                    raise ValueError(f"{name}: proxies[{i}]: {field} must be finite and >= 0, got "
+                                     f"{getattr(p, field)!r}")  # fmt: skip
+            if float(p.proxy_relaxation_min) > float(p.proxy_relaxation_max):
+                raise ValueError(f"{name}: proxies[{i}]: proxy_relaxation_min > proxy_relaxation_max")
+            ci = p.collide_interval
+            if ci is not None and (isinstance(ci, bool) or not isinstance(ci, (int, np.integer)) or int(ci) < 1):
+                raise ValueError(f"{name}: proxies[{i}]: collide_interval must be a positive integer or None, got "
+                                 f"{ci!r}")  # fmt: skip
+            if p.collision_pipeline is not None and not callable(p.collision_pipeline):
+                raise TypeError(f"{name}: proxies[{i}]: collision_pipeline must be a factory callable(view)")
+            if list(p.joints or ()) or list(p.proxy_joints or ()):
+                raise NotImplementedError(f"{name}: proxies[{i}]: proxy joints (joints / proxy_joints) are not "
+                                          "supported yet")  # fmt: skip
+        pairs = {(p.source, p.destination) for p in proxies}
+        if len(pairs) > 1:
+            raise NotImplementedError(f"{name}: every proxy must go from the same source to the same destination "
+                                      f"(one (source, destination) pair); got {sorted(pairs)}")  # fmt: skip
+
+    # ------------------------------------------------------------------ proxy resolution
+    def _build_entries(self) -> None:
+        self._resolve_proxies()
+        super()._build_entries()
+
+    def _resolve_proxies(self) -> None:
+        """Resolve the proxy declarations against the entries and ownership (before the views)."""
+        name = type(self).__name__
+        names = [c.name for c in self._configs]
+        m = self.model
+        nb, npart = int(m.body_count or 0), int(getattr(m, "particle_count", 0) or 0)
+        body_labels = list(getattr(m, "body_label", []) or [])
+        self._decls = []  # per declaration: dict of resolved ids
+        used_dst_b: dict[int, int] = {}
+        used_dst_p: dict[int, int] = {}
+        for i, p in enumerate(self.coupling.proxies):
+            for role in ("source", "destination"):
+                if getattr(p, role) not in names:
+                    raise ValueError(f"{name}: proxies[{i}]: {role} {getattr(p, role)!r} is not an entry; entries: "
+                                     f"{', '.join(names)}")  # fmt: skip
+            s, d = names.index(p.source), names.index(p.destination)
+            cfg = self._configs[s]
+            bodies = self._resolve_ids(cfg, "body", p.bodies, nb, body_labels)
+            pb = bodies if p.proxy_bodies is None else self._resolve_ids(self._configs[d], "body", p.proxy_bodies, nb,
+                                                                         body_labels)  # fmt: skip
+            parts = self._resolve_ids(cfg, "particle", p.particles, npart, ())
+            pp = parts if p.proxy_particles is None else self._resolve_ids(self._configs[d], "particle",
+                                                                           p.proxy_particles, npart, ())  # fmt: skip
+            if len(pb) != len(bodies):
+                raise ValueError(f"{name}: proxies[{i}]: {len(bodies)} bodies but {len(pb)} proxy_bodies")
+            if len(pp) != len(parts):
+                raise ValueError(f"{name}: proxies[{i}]: {len(parts)} particles but {len(pp)} proxy_particles")
+            if not bodies and not parts:
+                raise ValueError(f"{name}: proxies[{i}] maps no body and no particle")
+            for kind, ids, owner in (("body", bodies, self.body_owner), ("particle", parts, self.particle_owner)):
+                for x in ids:
+                    if owner[x] != s:
+                        raise ValueError(f"{name}: proxies[{i}]: source {kind} {x} is not owned by entry "
+                                         f"{p.source!r}")  # fmt: skip
+            for kind, src_ids, dst_ids, owner, used in (("body", bodies, pb, self.body_owner, used_dst_b),
+                                                        ("particle", parts, pp, self.particle_owner, used_dst_p)):
+                for x, y in zip(src_ids, dst_ids):
+                    if owner[y] == d:
+                        raise ValueError(f"{name}: proxies[{i}]: proxy {kind} {y} is owned by the destination "
+                                         f"{p.destination!r}; a proxy stands for another entry's {kind}")  # fmt: skip
+                    if y != x and owner[y] >= 0:
+                        raise ValueError(f"{name}: proxies[{i}]: proxy {kind} {y} (for source {kind} {x}) is owned by "
+                                         f"entry {self._configs[owner[y]].name!r}; a distinct proxy must belong to "
+                                         "no entry")  # fmt: skip
+                    if y in used:
+                        raise ValueError(f"{name}: proxy {kind} {y} is used by proxies[{used[y]}] and proxies[{i}]")
+                    used[y] = i
+            self._decls.append(dict(index=i, proxy=p, source=s, destination=d, bodies=np.asarray(bodies, np.int64),
+                                    proxy_bodies=np.asarray(pb, np.int64), particles=np.asarray(parts, np.int64),
+                                    proxy_particles=np.asarray(pp, np.int64)))  # fmt: skip
+
+    def _decls_into(self, entry_name: str):
+        return [d for d in self._decls if self._configs[d["destination"]].name == entry_name]
+
+    def _entry_proxy_body_keep_indices(self, name: str) -> set[int]:
+        return {int(b) for d in self._decls_into(name) for b in d["proxy_bodies"]}
+
+    def _entry_proxy_particle_keep_indices(self, name: str) -> set[int]:
+        return {int(i) for d in self._decls_into(name) for i in d["proxy_particles"]}
+
+    def _customize_view(self, entry: SolverEntry) -> None:
+        """Mark the proxies of this destination and give them ``mass_scale`` times the source's
+        model mass (the source solver's effective mass replaces it once the solvers exist)."""
+        view = entry.view
+        m = self.model
+        for d in self._decls_into(entry.name):
+            f = float(d["proxy"].mass_scale)
+            if len(d["proxy_bodies"]):
+                view.mark_proxy_bodies(d["proxy_bodies"])
+                mass = m.body_mass.numpy()[d["bodies"]].astype(np.float64) * f
+                inertia = m.body_inertia.numpy()[d["bodies"]].astype(np.float64) * f
+                view.set_body_inertial_properties(d["proxy_bodies"], mass, inertia)
+            if len(d["proxy_particles"]) and int(getattr(view, "particle_count", 0) or 0):
+                view.mark_proxy_particles(d["proxy_particles"])
+                view.set_particle_mass(d["proxy_particles"], m.particle_mass.numpy()[d["particles"]] * f)
+
+    def _iteration_restarts_possible(self) -> bool:
+        return int(self.coupling.iterations) > 1
+
+    # ------------------------------------------------------------------ setup after the solvers exist
+    def _after_entries_constructed(self) -> None:
+        """Install the source solvers' effective masses on the proxies, build the proxy-local
+        collision pipelines."""
+        for d in self._decls:
+            src, dst = self._entries[d["source"]], self._entries[d["destination"]]
+            f = float(d["proxy"].mass_scale)
+            changed = False
+            if len(d["bodies"]):
+                mass, inertia = self.eval_effective_mass_block(src.name, d["bodies"])
+                if np.all(np.isfinite(mass)) and np.all(mass > 0.0):
+                    cur_m = dst.view.body_mass.numpy()[d["proxy_bodies"]]
+                    cur_i = dst.view.body_inertia.numpy()[d["proxy_bodies"]]
+                    if not (np.allclose(cur_m, mass * f, rtol=1e-6) and np.allclose(cur_i, inertia * f, rtol=1e-6)):
+                        dst.view.set_body_inertial_properties(d["proxy_bodies"], mass * f, inertia * f)
+                        changed = True
+            if len(d["particles"]) and int(getattr(dst.view, "particle_count", 0) or 0):
+                mass = self.eval_effective_mass(src.name, ENDPOINT_PARTICLE, d["particles"])
+                if np.all(np.isfinite(mass)) and np.all(mass > 0.0):
+                    cur = dst.view.particle_mass.numpy()[d["proxy_particles"]]
+                    if not np.allclose(cur, mass * f, rtol=1e-6):
+                        dst.view.set_particle_mass(d["proxy_particles"], mass * f)
+                        changed = True
+            if changed:
+                dst.solver.notify_model_changed(ModelFlags.BODY_INERTIAL_PROPERTIES)
+                dst.gravity_body = dst.gravity_particle = None
+
+    def _after_entry_states_created(self) -> None:
+        dev = self.model.device
+        it = int(self.coupling.iterations)
+        self.diagnostics = ProxyDiagnostics(
+            proxy_feedback_change=wp.zeros(it, dtype=float, device=dev),
+            proxy_feedback_norm=wp.zeros(it, dtype=float, device=dev),
+            proxy_relaxation=wp.zeros(it, dtype=float, device=dev),
+        )
+        by_pair: dict[tuple[int, int], list] = {}
+        for d in self._decls:
+            by_pair.setdefault((d["source"], d["destination"]), []).append(d)
+        self._groups = []
+        for (s, t), decls in by_pair.items():
+            self._groups.append(self._build_group(self._entries[s], self._entries[t], decls))
+
+    def _build_group(self, src: SolverEntry, dst: SolverEntry, decls) -> _ProxyGroup:
+        dev = self.model.device
+        g = _ProxyGroup(source=src, destination=dst, decls=[(d["index"], d["proxy"]) for d in decls])
+        modes = {d["proxy"].mode for d in decls}
+        if len(modes) > 1:
+            raise ValueError(f"{type(self).__name__}: proxies from {src.name!r} to {dst.name!r} mix modes "
+                             f"{sorted(modes)}; one destination solve needs one mode")  # fmt: skip
+        g.mode_lagged = modes.pop() == "lagged"
+
+        def cat(key, dtype=np.int32):
+            arrs = [np.asarray(d[key], dtype) for d in decls]
+            return np.concatenate(arrs) if arrs else np.zeros(0, dtype)
+
+        g.body_src, g.body_dst = cat("bodies"), cat("proxy_bodies")
+        g.body_decl = np.concatenate([np.full(len(d["bodies"]), k, np.int32) for k, d in enumerate(decls)])
+        has_particles = int(getattr(dst.view, "particle_count", 0) or 0) > 0
+        g.particle_src = cat("particles") if has_particles else np.zeros(0, np.int32)
+        g.particle_dst = cat("proxy_particles") if has_particles else np.zeros(0, np.int32)
+        g.particle_decl = (np.concatenate([np.full(len(d["particles"]), k, np.int32) for k, d in enumerate(decls)])
+                           if has_particles else np.zeros(0, np.int32))  # fmt: skip
+        nbp, npp = len(g.body_src), len(g.particle_src)
+
+        def i32(a):
+            return wp.array(np.asarray(a, np.int32), dtype=wp.int32, device=dev)
+
+        g.d_body_src, g.d_body_dst, g.d_body_decl = i32(g.body_src), i32(g.body_dst), i32(g.body_decl)
+        g.d_particle_src, g.d_particle_dst = i32(g.particle_src), i32(g.particle_dst)
+        g.d_particle_decl = i32(g.particle_decl)
+        nb_view = int(dst.view.body_count or 0)
+        lb = np.full(nb_view, -1, np.int32)
+        lb[g.body_dst] = np.arange(nbp, dtype=np.int32)
+        g.body_local_to_proxy = i32(lb)
+        np_view = int(getattr(dst.view, "particle_count", 0) or 0)
+        lp = np.full(np_view, -1, np.int32)
+        lp[g.particle_dst] = np.arange(npp, dtype=np.int32)
+        g.particle_local_to_proxy = i32(lp)
+        g.body_feedback = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
+        g.body_raw = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
+        g.body_prev_res = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
+        g.particle_feedback = wp.zeros(npp, dtype=wp.vec3, device=dev)
+        g.particle_raw = wp.zeros(npp, dtype=wp.vec3, device=dev)
+        g.particle_prev_res = wp.zeros(npp, dtype=wp.vec3, device=dev)
+        g.body_qd_before = wp.zeros(nb_view, dtype=wp.spatial_vector, device=dev)
+        g.particle_qd_before = wp.zeros(np_view, dtype=wp.vec3, device=dev)
+        proxies = [d["proxy"] for d in decls]
+        f32 = lambda vals: wp.array(np.asarray(vals, np.float32), dtype=float, device=dev)  # noqa: E731
+        g.relax_base = f32([p.proxy_relaxation for p in proxies])
+        g.relax_lo = f32([p.proxy_relaxation_min for p in proxies])
+        g.relax_hi = f32([p.proxy_relaxation_max for p in proxies])
+        g.relax_aitken = i32([p.proxy_relaxation_mode == "aitken" for p in proxies])
+        g.acc_dot = wp.zeros(len(proxies), dtype=float, device=dev)
+        g.acc_sq = wp.zeros(len(proxies), dtype=float, device=dev)
+        g.omega = f32([p.proxy_relaxation for p in proxies])
+        # proxy-local collision: the first declaration with a factory that returns a pipeline
+        for p in proxies:
+            if p.collision_pipeline is None:
+                continue
+            pipe = p.collision_pipeline(dst.view)
+            if pipe is not None:
+                g.pipeline = pipe
+                g.contacts = pipe.contacts() if hasattr(pipe, "contacts") else dst.view.contacts(collision_pipeline=pipe)
+                g.collide_interval = int(p.collide_interval or 1)
+                break
+        return g
+
+    # ------------------------------------------------------------------ accessors
+    def proxy_feedback(self, source: str | None = None, destination: str | None = None):
+        """``(body_wrenches, particle_forces)``: the lagged feedback device arrays of the proxy
+        group (rows in declaration order: each proxy's ``bodies`` / ``particles``)."""
+        for g in self._groups:
+            if (source is None or g.source.name == source) and (destination is None or g.destination.name == destination):
+                return g.body_feedback, g.particle_feedback
+        raise KeyError(f"{type(self).__name__}: no proxy group {source!r} -> {destination!r}")
+
+    def proxy_contacts(self, source: str | None = None, destination: str | None = None):
+        """The persistent proxy-local contact buffer of a group (``None`` without a pipeline)."""
+        for g in self._groups:
+            if (source is None or g.source.name == source) and (destination is None or g.destination.name == destination):
+                return g.contacts
+        raise KeyError(f"{type(self).__name__}: no proxy group {source!r} -> {destination!r}")
+
+    # ------------------------------------------------------------------ stepping
+    def _distribute_entry(self, entry: SolverEntry, state_in) -> int:
+        from .solver_coupled import _STATE_ARRAYS
+
+        names = {n for n, _ in _STATE_ARRAYS}
+        flags = self._copy_arrays(state_in, entry.state_0, names)
+        if entry.state_1 is not entry.state_0:
+            self._copy_arrays(state_in, entry.state_1, names)
+        return flags
+
+    def _add_source_feedback(self, g: _ProxyGroup) -> int:
+        src, dev = g.source, self.model.device
+        flags = 0
+        states = (src.state_0,) if src.state_1 is src.state_0 else (src.state_0, src.state_1)
+        for st in states:
+            if len(g.body_src) and getattr(st, "body_f", None) is not None and st.body_f.shape[0]:
+                wp.launch(_add_body_feedback_kernel, dim=len(g.body_src),
+                          inputs=[g.d_body_src, g.body_feedback, st.body_f], device=dev)  # fmt: skip
+                flags |= int(StateFlags.BODY_F)
+            if len(g.particle_src) and getattr(st, "particle_f", None) is not None and st.particle_f.shape[0]:
+                wp.launch(_add_particle_feedback_kernel, dim=len(g.particle_src),
+                          inputs=[g.d_particle_src, g.particle_feedback, st.particle_f], device=dev)  # fmt: skip
+                flags |= int(StateFlags.PARTICLE_F)
+        return flags
+
+    def _sync_proxies(self, g: _ProxyGroup, state_in) -> int:
+        """Write the source's pose (begin or end) and end velocity into the destination proxies."""
+        src, dst, dev = g.source, g.destination, self.model.device
+        out = src.state_out
+        flags = 0
+        if len(g.body_src):
+            q = state_in.body_q if g.mode_lagged else out.body_q
+            wp.launch(_sync_body_kernel, dim=len(g.body_src),
+                      inputs=[g.d_body_src, g.d_body_dst, q, out.body_qd, dst.state_0.body_q, dst.state_0.body_qd],
+                      device=dev)  # fmt: skip
+            flags |= int(StateFlags.BODY_Q | StateFlags.BODY_QD)
+        if len(g.particle_src):
+            q = state_in.particle_q if g.mode_lagged else out.particle_q
+            wp.launch(_sync_particle_kernel, dim=len(g.particle_src),
+                      inputs=[g.d_particle_src, g.d_particle_dst, q, out.particle_qd, dst.state_0.particle_q,
+                              dst.state_0.particle_qd], device=dev)  # fmt: skip
+            flags |= int(StateFlags.PARTICLE_Q | StateFlags.PARTICLE_QD)
+        return flags
+
+    def _destination_contacts(self, g: _ProxyGroup, contacts, iteration: int):
+        dst = g.destination
+        fresh = False
+        if g.pipeline is not None:
+            if iteration == 0 and self._step_count % g.collide_interval == 0:
+                g.pipeline.collide(dst.state_0, g.contacts)
+                fresh = True
+            local = g.contacts
+        else:
+            local = self._contacts_for_entry(dst, contacts)
+            fresh = iteration == 0
+        if local is None:
+            return None
+        return coupling_hook(dst.solver, "coupling_prepare_proxy_contacts")(dst.state_0, local,
+                                                                            contacts_freshly_detected=fresh)
+
+    def _proxy_pass(self, g: _ProxyGroup, state_in, control, contacts, dt: float, iteration: int) -> None:
+        src, dst, dev = g.source, g.destination, self.model.device
+        restart = iteration > 0
+        # 1. source step with the lagged feedback added to its force input
+        flags = self._distribute_entry(src, state_in)
+        flags |= self._add_source_feedback(g)
+        self._notify_input_state_update(src, flags, dt=dt, iteration_restart=restart)
+        self._step_entry(src, control, contacts, dt)
+        # 2. destination input: shared state, proxies from the source
+        flags = self._distribute_entry(dst, state_in)
+        flags |= self._sync_proxies(g, state_in)
+        # 3. lagged rewind
+        if g.mode_lagged:
+            g_body, g_part = self.entry_gravity_acceleration(dst.name)
+            if len(g.body_src):
+                coupling_hook(dst.solver, "coupling_rewind_proxy_body")(g.body_local_to_proxy, dst.state_0,
+                                                                        g.body_feedback, g_body, dt)  # fmt: skip
+            if len(g.particle_src):
+                coupling_hook(dst.solver, "coupling_rewind_proxy_particle")(g.particle_local_to_proxy, dst.state_0,
+                                                                            g.particle_feedback, g_part, dt)  # fmt: skip
+        self._notify_input_state_update(dst, flags, dt=dt, iteration_restart=restart)
+        if len(g.body_src):
+            wp.copy(g.body_qd_before, dst.state_0.body_qd)
+        if len(g.particle_src):
+            wp.copy(g.particle_qd_before, dst.state_0.particle_qd)
+        # 4. contacts, 5. destination step
+        local_contacts = self._destination_contacts(g, contacts, iteration)
+        self._step_entry(dst, control, local_contacts, dt, filter_contacts=False)
+        # harvest
+        if len(g.body_src):
+            g.body_raw.zero_()
+            coupling_hook(dst.solver, "coupling_harvest_proxy_wrenches")(
+                g.body_local_to_proxy, g.body_raw, body_qd_before=g.body_qd_before, state=dst.state_0,
+                state_out=dst.state_out, contacts=local_contacts, dt=dt)
+        if len(g.particle_src):
+            g.particle_raw.zero_()
+            coupling_hook(dst.solver, "coupling_harvest_proxy_particle_forces")(
+                g.particle_local_to_proxy, g.particle_raw, particle_qd_before=g.particle_qd_before,
+                state=dst.state_0, state_out=dst.state_out, contacts=local_contacts, dt=dt)
+        # 6. relaxation
+        nd = int(g.omega.shape[0])
+        if len(g.body_src):
+            wp.launch(_aitken_accumulate_body_kernel, dim=len(g.body_src),
+                      inputs=[g.body_raw, g.body_feedback, g.body_prev_res, g.d_body_decl, g.acc_dot, g.acc_sq],
+                      device=dev)  # fmt: skip
+        if len(g.particle_src):
+            wp.launch(_aitken_accumulate_particle_kernel, dim=len(g.particle_src),
+                      inputs=[g.particle_raw, g.particle_feedback, g.particle_prev_res, g.d_particle_decl, g.acc_dot,
+                              g.acc_sq], device=dev)  # fmt: skip
+        wp.launch(_relaxation_kernel, dim=nd,
+                  inputs=[iteration, g.relax_base, g.relax_aitken, g.relax_lo, g.relax_hi, g.acc_dot, g.acc_sq,
+                          g.omega], device=dev)  # fmt: skip
+        diag = self.diagnostics
+        if len(g.body_src):
+            wp.launch(_blend_body_kernel, dim=len(g.body_src),
+                      inputs=[g.body_raw, g.d_body_decl, g.omega, iteration, g.body_feedback, g.body_prev_res,
+                              diag.proxy_feedback_change, diag.proxy_feedback_norm], device=dev)  # fmt: skip
+        if len(g.particle_src):
+            wp.launch(_blend_particle_kernel, dim=len(g.particle_src),
+                      inputs=[g.particle_raw, g.d_particle_decl, g.omega, iteration, g.particle_feedback,
+                              g.particle_prev_res, diag.proxy_feedback_change, diag.proxy_feedback_norm],
+                      device=dev)  # fmt: skip
+        if g is self._groups[0]:
+            wp.launch(_record_relaxation_kernel, dim=1, inputs=[g.omega, iteration, diag.proxy_relaxation], device=dev)
+
+    def _step_coupled(self, state_in, state_out, control, contacts, dt: float) -> None:
+        dev = self.model.device
+        diag = self.diagnostics
+        it = int(self.coupling.iterations)
+        diag.proxy_feedback_change.zero_()
+        diag.proxy_feedback_norm.zero_()
+        in_groups = {id(g.source) for g in self._groups} | {id(g.destination) for g in self._groups}
+        # entries outside every proxy group step once, independently
+        for entry in self._entries:
+            if id(entry) not in in_groups:
+                flags = self._distribute_entry(entry, state_in)
+                self._notify_input_state_update(entry, flags, dt=dt)
+                self._step_entry(entry, control, contacts, dt)
+        for k in range(it):
+            for g in self._groups:
+                self._proxy_pass(g, state_in, control, contacts, dt, k)
+        wp.launch(_sqrt_kernel, dim=it, inputs=[diag.proxy_feedback_change], device=dev)
+        wp.launch(_sqrt_kernel, dim=it, inputs=[diag.proxy_feedback_norm], device=dev)
+        self._step_count += 1
+        self._outputs_valid = True
+        self._reconcile_state(state_in, state_out)
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, state, world_mask=None, flags=None) -> None:
+        """Reset ``state`` and the entry solvers (see :meth:`SolverCoupled.reset`), clear the
+        lagged feedback of the selected worlds (all without a mask) and mark the proxy-local
+        pipelines' contact-matching history of those worlds for invalidation at their next
+        refresh. The collision cadence and the cached proxy contacts are kept."""
+        super().reset(state, world_mask=world_mask, flags=flags)
+        dev = self.model.device
+        m = self.model
+        nw = int(getattr(m, "world_count", 1) or 1)
+        mask = wp.zeros(0, dtype=wp.bool, device=dev)
+        if world_mask is not None:  # (world_count + 1) layout: the last entry selects global entities
+            host = np.asarray(world_mask.numpy(), dtype=bool).reshape(-1)
+            if len(host) == nw:
+                host = np.append(host, host.any())
+            mask = wp.array(host, dtype=wp.bool, device=dev)
+        for g in self._groups:
+            if len(g.body_src):
+                wp.launch(_reset_body_feedback_kernel, dim=len(g.body_src),
+                          inputs=[g.d_body_src, m.body_world, mask, g.body_feedback, g.body_prev_res],
+                          device=dev)  # fmt: skip
+            if len(g.particle_src):
+                wp.launch(_reset_particle_feedback_kernel, dim=len(g.particle_src),
+                          inputs=[g.d_particle_src, m.particle_world, mask, g.particle_feedback, g.particle_prev_res],
+                          device=dev)  # fmt: skip
+            reset_matching = getattr(g.pipeline, "reset_contact_matching", None)
+            if reset_matching is not None:
+                reset_matching(None if world_mask is None else mask)
