@@ -27,3 +27,8 @@ def armillary_register_solvers(registry):
         "armillary_coupling.solver_coupled_proxy:SolverCoupledProxy",
         summary="proxy coupling: endpoints of one solver as proxies in another, lagged or staggered feedback",
     )
+    registry.add(
+        "SolverCoupledADMM",
+        "armillary_coupling.solver_coupled_admm:SolverCoupledADMM",
+        summary="ADMM coupling: cross-solver joints and body-particle attachments as hard constraint rows",
+    )

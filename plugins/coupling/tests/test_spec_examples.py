@@ -16,6 +16,7 @@ def test_experimental_namespace_import():
     from armillary.solvers.experimental.coupled import (
         ModelView,
         SolverCoupled,
+        SolverCoupledADMM,
         SolverCoupledProxy,
     )
 
@@ -24,6 +25,7 @@ def test_experimental_namespace_import():
     assert newton.solvers.experimental.coupled.SolverCoupled is SolverCoupled
     assert issubclass(SolverCoupled, newton.solvers.SolverBase)
     assert issubclass(SolverCoupledProxy, SolverCoupled)
+    assert issubclass(SolverCoupledADMM, SolverCoupled)
     assert ModelView.__name__ == "ModelView"
 
 
