@@ -780,9 +780,210 @@ def contact_body(
 
 
 @wp.func
-def solve_rigid_contact(
+def same_patch(
+    a: int,
+    b: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    normal: wp.array(dtype=wp.vec3),
+):
+    """Whether contacts ``a`` and ``b`` belong to one friction patch (same shape pair, same normal)."""
+    return shape0[a] == shape0[b] and shape1[a] == shape1[b] and wp.dot(normal[a], normal[b]) > 0.99
+
+
+@wp.func
+def patch_end(
+    start: int,
+    count: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    normal: wp.array(dtype=wp.vec3),
+):
+    """End (exclusive) of the patch starting at ``start``, or -1 when ``start`` does not start one.
+
+    A patch is a maximal run of consecutive contacts of one shape pair with one normal (the
+    pipeline writes a pair's contacts contiguously on the CPU and with ``deterministic=True``;
+    elsewhere a pair may split into several patches, each still obeying Coulomb's law)."""
+    if start > 0:
+        if same_patch(start - 1, start, shape0, shape1, normal):
+            return -1
+    e = start + 1
+    while e < count:
+        if not same_patch(e - 1, e, shape0, shape1, normal):
+            break
+        e += 1
+    return e
+
+
+@wp.func
+def patch_spans_area(
+    start: int,
+    end: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    use_lambda: int,
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+):
+    """1 when the active contacts of ``[start, end)`` (penetrating now, or with ``use_lambda``:
+    with a normal impulse this step) span an area, not a point or a line: the in-plane
+    covariance of their points has a smaller eigenvalue above 1e-4 of the larger one. A box
+    rocking on an edge keeps its lifted contacts in the patch but not among the active ones."""
+    if end - start < 3:
+        return 0
+    n = normal[start]
+    e1, e2 = orthonormal_complement(n)
+    b0 = shape_body[shape0[start]]
+    b1 = shape_body[shape1[start]]
+    X0 = wp.transform_identity()
+    X1 = wp.transform_identity()
+    if b0 >= 0:
+        X0 = body_q[b0]
+    if b1 >= 0:
+        X1 = body_q[b1]
+    k = float(0.0)
+    su = float(0.0)
+    sv = float(0.0)
+    suu = float(0.0)
+    svv = float(0.0)
+    suv = float(0.0)
+    o = wp.vec3(0.0)
+    for c in range(start, end):
+        x1 = wp.transform_point(X1, point1[c])
+        active = False
+        if use_lambda != 0:
+            active = contact_lambda[c] > 0.0
+        else:
+            x0 = wp.transform_point(X0, point0[c])
+            active = wp.dot(normal[c], x1 - x0) - margin0[c] - margin1[c] < 0.0
+        if active:
+            if k == 0.0:
+                o = x1
+            x = x1 - o
+            u = wp.dot(x, e1)
+            v = wp.dot(x, e2)
+            k += 1.0
+            su += u
+            sv += v
+            suu += u * u
+            svv += v * v
+            suv += u * v
+    if k < 3.0:
+        return 0
+    cuu = suu / k - (su / k) * (su / k)
+    cvv = svv / k - (sv / k) * (sv / k)
+    cuv = suv / k - (su / k) * (sv / k)
+    tr = cuu + cvv
+    det = cuu * cvv - cuv * cuv
+    disc = wp.sqrt(wp.max(0.25 * tr * tr - det, 0.0))
+    lmax = 0.5 * tr + disc
+    lmin = 0.5 * tr - disc
+    if lmax > 0.0 and lmin > 1.0e-4 * lmax:
+        return 1
+    return 0
+
+
+@wp.func
+def rigid_contact_frame(
     c: int,
-    contact_count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    relaxation: float,
+    area: int,
+):
+    """Normal correction and tangential slip of rigid contact ``c`` (as if it were alone).
+
+    Returns ``(dl, slip, wt, x)``: the relaxed normal positional impulse (0 when the contact is
+    separated or both bodies are immovable), the relative tangential motion of the contact
+    points over the step, the generalized inverse mass along it (``|slip| / wt`` is the impulse
+    that removes it; 0 when there is no slip) and the world contact point (on shape 1).
+
+    With ``area`` (the patch's contacts span an area and hold the bodies against tilting about
+    any in-plane axis) the slip is taken at the contact point moved along the normal into the
+    plane of each body's centre of mass, where tilting does not move it tangentially."""
+    dl = float(0.0)
+    wt = float(0.0)
+    slip = wp.vec3(0.0)
+    xw = wp.vec3(0.0)
+    s0 = shape0[c]
+    s1 = shape1[c]
+    if s0 < 0 or s1 < 0:
+        return dl, slip, wt, xw
+    b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
+    b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
+    m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
+    m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
+    if m0 == 0.0 and m1 == 0.0:
+        return dl, slip, wt, xw
+    I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
+    I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
+    n = normal[c]
+    th0 = margin0[c]
+    th1 = margin1[c]
+    s0w = wp.transform_point(X0, point0[c]) + n * th0
+    s1w = wp.transform_point(X1, point1[c]) - n * th1
+    xw = s1w
+    d = wp.dot(n, s1w - s0w)
+    if d >= 0.0:
+        return dl, slip, wt, xw
+    q0 = wp.transform_get_rotation(X0)
+    q1 = wp.transform_get_rotation(X1)
+    x0 = wp.transform_point(X0, com0)
+    x1 = wp.transform_point(X1, com1)
+    r0 = s0w - x0
+    r1 = s1w - x1
+    w = w_lin(m0, q0, I0, r0, n) + w_lin(m1, q1, I1, r1, n)
+    if w <= 0.0:
+        return dl, slip, wt, xw
+    dl = -d / w * relaxation
+    # relative tangential motion of the (possibly projected) contact points over the step
+    X0p = X0
+    X1p = X1
+    if b0 >= 0:
+        X0p = body_q_prev[b0]
+    if b1 >= 0:
+        X1p = body_q_prev[b1]
+    if area != 0:
+        r0 = r0 - n * wp.dot(n, r0)
+        r1 = r1 - n * wp.dot(n, r1)
+    p0 = wp.transform_point(wp.transform_inverse(X0), x0 + r0)
+    p1 = wp.transform_point(wp.transform_inverse(X1), x1 + r1)
+    dp = (x1 + r1 - wp.transform_point(X1p, p1)) - (x0 + r0 - wp.transform_point(X0p, p0))
+    dpt = dp - n * wp.dot(n, dp)
+    l = wp.length(dpt)
+    if l > 1.0e-12:
+        t = dpt / l
+        wt = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+        if wt > 0.0:
+            slip = dpt
+        else:
+            wt = 0.0
+    return dl, slip, wt, xw
+
+
+@wp.func
+def solve_rigid_patch(
+    start: int,
+    end: int,
     shape0: wp.array(dtype=wp.int32),
     shape1: wp.array(dtype=wp.int32),
     point0: wp.array(dtype=wp.vec3),
@@ -808,93 +1009,174 @@ def solve_rigid_contact(
     body_dth: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
-    if c >= contact_count[0]:
-        return
-    s0 = shape0[c]
-    s1 = shape1[c]
+    """Non-penetration and Coulomb friction of the contacts ``[start, end)`` of one patch.
+
+    Each contact's normal correction is solved on its own (Jacobi, as if it were alone; the
+    apply kernel averages). Friction is bounded per patch over the whole step: the tangential
+    impulses of the patch's active contacts, accumulated over the iterations, may reach ``mu``
+    times their accumulated normal impulses (static friction removes the whole slip, Müller et
+    al. 2020, 3.5; sliding friction is scaled to the bound).
+
+    A patch spanning an area (a box face) gets one friction impulse at the centroid of its
+    contacts, computed from the mean slip with the translational (tilt-free) effective mass, and
+    one twist impulse; every active contact carries a copy (so the average is the patch impulse).
+    Per-contact friction of such a patch leaves a slip every step, which becomes a constant creep
+    below the friction angle: each contact's correction is mostly a rotation that the other
+    contacts cancel, and the lightly loaded (uphill) contacts saturate first. Point and line
+    patches (spheres, capsules, cylinders, which must roll) keep per-contact friction under the
+    pooled bound."""
+    s0 = shape0[start]
+    s1 = shape1[start]
     if s0 < 0 or s1 < 0:
         return
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    area = patch_spans_area(start, end, shape0, shape1, point0, point1, normal, margin0, margin1, contact_lambda, 0,
+                            shape_body, body_q)
     b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
     b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
     m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
     m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
-    if m0 == 0.0 and m1 == 0.0:
-        return
     I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
     I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
-    n = normal[c]
-    th0 = margin0[c]
-    th1 = margin1[c]
-    s0w = wp.transform_point(X0, point0[c]) + n * th0
-    s1w = wp.transform_point(X1, point1[c]) - n * th1
-    d = wp.dot(n, s1w - s0w)
-    if d >= 0.0:
-        return
     q0 = wp.transform_get_rotation(X0)
     q1 = wp.transform_get_rotation(X1)
     x0 = wp.transform_point(X0, com0)
     x1 = wp.transform_point(X1, com1)
-    r0 = s0w - x0
-    r1 = s1w - x1
-    w = w_lin(m0, q0, I0, r0, n) + w_lin(m1, q1, I1, r1, n)
-    if w <= 0.0:
+    n = normal[start]
+    # pass 1: the patch's friction budget, the slip removal it asks for, its centroid and mean slip
+    k = float(0.0)
+    want = float(0.0)
+    budget = float(0.0)
+    slip_sum = wp.vec3(0.0)
+    x_sum = wp.vec3(0.0)
+    for c in range(start, end):
+        dl, slip, wt, xw = rigid_contact_frame(
+            c, shape0, shape1, point0, point1, normal, margin0, margin1, shape_body, body_q, body_q_prev,
+            body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, relaxation, area,
+        )
+        if dl > 0.0:
+            nc = normal[c]
+            P = contact_impulse[c]
+            budget += mu * (contact_lambda[c] + dl) - wp.length(P - nc * wp.dot(nc, P))
+            k += 1.0
+            slip_sum += slip
+            x_sum += xw
+            if wt > 0.0:
+                want += wp.length(slip) / wt
+    if k == 0.0:
         return
-    dl = -d / w * relaxation
-    P = n * dl
-    # friction: relative tangential motion of the contact points over the step
-    X0p = X0
-    X1p = X1
-    if b0 >= 0:
-        X0p = body_q_prev[b0]
-    if b1 >= 0:
-        X1p = body_q_prev[b1]
-    s0p = wp.transform_point(X0p, point0[c]) + n * th0
-    s1p = wp.transform_point(X1p, point1[c]) - n * th1
-    dp = (s1w - s1p) - (s0w - s0p)
-    dpt = dp - n * wp.dot(n, dp)
-    lt = wp.length(dpt)
-    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
-    if lt > 1.0e-12 and mu > 0.0:
-        t = dpt / lt
-        wt = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
-        if wt > 0.0:
-            dlt = wp.min(lt / wt, mu * dl)
-            P = P - t * dlt
-    dx1, dth1 = lin_step(m1, q1, I1, r1, P)
-    dx0, dth0 = lin_step(m0, q0, I0, r0, -P)
-    # torsional and rolling friction: relative rotation over the step
+    # area patches: one friction impulse at the centroid, one twist impulse (as-if-alone units)
+    Pf = wp.vec3(0.0)
+    Lf = wp.vec3(0.0)
+    xc = x_sum / k
+    tw_left = float(-1.0)
+    if area != 0:
+        B = budget / k
+        S = slip_sum / k
+        ls = wp.length(S)
+        if ls > 1.0e-12 and B > 0.0:
+            t = S / ls
+            rc0 = xc - x0
+            rc1 = xc - x1
+            rc0 = rc0 - n * wp.dot(n, rc0)
+            rc1 = rc1 - n * wp.dot(n, rc1)
+            wl = w_lin(m0, q0, I0, rc0, t) + w_lin(m1, q1, I1, rc1, t)
+            if wl > 0.0:
+                Pf = t * (-wp.min(ls / wl, B))
+        # twist about the normal: bounded by what the linear part left, times the patch radius
+        q0p = q0
+        q1p = q1
+        if b0 >= 0:
+            q0p = wp.transform_get_rotation(body_q_prev[b0])
+        if b1 >= 0:
+            q1p = wp.transform_get_rotation(body_q_prev[b1])
+        tw = wp.dot(rotation_vector(q1, q1p) - rotation_vector(q0, q0p), n)
+        wa = w_ang(q0, I0, n) + w_ang(q1, I1, n)
+        tw_left = float(0.0)
+        if wa > 0.0 and wp.abs(tw) > 1.0e-12:
+            rad = float(0.0)
+            for c in range(start, end):
+                rad += wp.length(wp.transform_point(X1, point1[c]) - xc)
+            rad = rad / float(end - start)
+            Lmax = wp.max(B - wp.length(Pf), 0.0) * rad
+            lmag = wp.min(wp.abs(tw) / wa, Lmax)
+            Lf = n * (-wp.sign(tw) * lmag)
+            tw_left = wp.abs(tw) / wa - lmag
+    scale = float(0.0)
+    if want > 0.0 and budget > 0.0:
+        scale = wp.min(budget / want, 1.0)
+    dxf1 = wp.vec3(0.0)
+    dthf1 = wp.vec3(0.0)
+    dxf0 = wp.vec3(0.0)
+    dthf0 = wp.vec3(0.0)
+    if area != 0:
+        dxf1, dthf1 = lin_step(m1, q1, I1, xc - x1, Pf)
+        dxf0, dthf0 = lin_step(m0, q0, I0, xc - x0, -Pf)
+        dthf1 = dthf1 + ang_step(q1, I1, Lf)
+        dthf0 = dthf0 - ang_step(q0, I0, Lf)
     mu_t = float(0.0)
     mu_r = float(0.0)
     if shape_mu_torsional.shape[0] > 0:
         mu_t = 0.5 * (shape_mu_torsional[s0] + shape_mu_torsional[s1])
     if shape_mu_rolling.shape[0] > 0:
         mu_r = 0.5 * (shape_mu_rolling[s0] + shape_mu_rolling[s1])
-    if mu_t > 0.0 or mu_r > 0.0:
-        rel = rotation_vector(q1, wp.transform_get_rotation(X1p)) - rotation_vector(
-            q0, wp.transform_get_rotation(X0p))
-        tw = wp.dot(rel, n)
-        L = wp.vec3(0.0)
-        if mu_t > 0.0 and wp.abs(tw) > 1.0e-12:
-            wa = w_ang(q0, I0, n) + w_ang(q1, I1, n)
-            if wa > 0.0:
-                L = L - n * (wp.sign(tw) * wp.min(wp.abs(tw) / wa, mu_t * dl))
-        roll = rel - n * tw
-        lr = wp.length(roll)
-        if mu_r > 0.0 and lr > 1.0e-12:
-            a = roll / lr
-            wa = w_ang(q0, I0, a) + w_ang(q1, I1, a)
-            if wa > 0.0:
-                L = L - a * wp.min(lr / wa, mu_r * dl)
-        dth1 = dth1 + ang_step(q1, I1, L)
-        dth0 = dth0 - ang_step(q0, I0, L)
-    contact_lambda[c] = contact_lambda[c] + dl
-    contact_impulse[c] = contact_impulse[c] + P
-    if m1 > 0.0:
-        add_body_delta(b1, dx1, dth1, body_dx, body_dth)
-        wp.atomic_add(body_cnt, b1, 1.0)
-    if m0 > 0.0:
-        add_body_delta(b0, dx0, dth0, body_dx, body_dth)
-        wp.atomic_add(body_cnt, b0, 1.0)
+    # pass 2: apply (poses are unchanged until apply_deltas_kernel)
+    for c in range(start, end):
+        dl, slip, wt, xw = rigid_contact_frame(
+            c, shape0, shape1, point0, point1, normal, margin0, margin1, shape_body, body_q, body_q_prev,
+            body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, relaxation, area,
+        )
+        if dl > 0.0:
+            nc = normal[c]
+            r0 = wp.transform_point(X0, point0[c]) + nc * margin0[c] - x0
+            r1 = xw - x1
+            P = nc * dl
+            Pc = P
+            if area == 0 and wt > 0.0:
+                Pc = P - slip * (scale / wt)
+            dx1, dth1 = lin_step(m1, q1, I1, r1, Pc)
+            dx0, dth0 = lin_step(m0, q0, I0, r0, -Pc)
+            if area != 0:
+                Pc = P + Pf
+                dx1 = dx1 + dxf1
+                dth1 = dth1 + dthf1
+                dx0 = dx0 + dxf0
+                dth0 = dth0 + dthf0
+            # torsional and rolling friction (material): relative rotation over the step
+            if mu_t > 0.0 or mu_r > 0.0:
+                q0p = q0
+                q1p = q1
+                if b0 >= 0:
+                    q0p = wp.transform_get_rotation(body_q_prev[b0])
+                if b1 >= 0:
+                    q1p = wp.transform_get_rotation(body_q_prev[b1])
+                rel = rotation_vector(q1, q1p) - rotation_vector(q0, q0p)
+                tw = wp.dot(rel, nc)
+                L = wp.vec3(0.0)
+                if mu_t > 0.0 and wp.abs(tw) > 1.0e-12:
+                    wa = w_ang(q0, I0, nc) + w_ang(q1, I1, nc)
+                    if wa > 0.0:
+                        lim = wp.abs(tw) / wa
+                        if tw_left >= 0.0:
+                            lim = tw_left  # what the patch twist friction left
+                        L = L - nc * (wp.sign(tw) * wp.min(lim, mu_t * dl))
+                roll = rel - nc * tw
+                lr = wp.length(roll)
+                if mu_r > 0.0 and lr > 1.0e-12:
+                    a = roll / lr
+                    wa = w_ang(q0, I0, a) + w_ang(q1, I1, a)
+                    if wa > 0.0:
+                        L = L - a * wp.min(lr / wa, mu_r * dl)
+                dth1 = dth1 + ang_step(q1, I1, L)
+                dth0 = dth0 - ang_step(q0, I0, L)
+            contact_lambda[c] = contact_lambda[c] + dl
+            contact_impulse[c] = contact_impulse[c] + Pc
+            if m1 > 0.0:
+                add_body_delta(b1, dx1, dth1, body_dx, body_dth)
+                wp.atomic_add(body_cnt, b1, 1.0)
+            if m0 > 0.0:
+                add_body_delta(b0, dx0, dth0, body_dx, body_dth)
+                wp.atomic_add(body_cnt, b0, 1.0)
 
 
 @wp.func
@@ -1294,12 +1576,15 @@ def solve_contacts_kernel(
         i += stride
         if item < rigid_max:
             if item < rc:
-                solve_rigid_contact(
-                    item, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
-                    shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
-                    body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
-                    contact_impulse, body_dx, body_dth, body_cnt,
-                )
+                # the thread meeting a patch's first contact solves the whole patch
+                end = patch_end(item, rc, rc_shape0, rc_shape1, rc_normal)
+                if end > item:
+                    solve_rigid_patch(
+                        item, end, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+                        shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
+                        body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
+                        contact_impulse, body_dx, body_dth, body_cnt,
+                    )
             else:
                 # jump to this thread's first item past the rigid slots
                 i = rigid_max + ((tid - rigid_max) % stride + stride) % stride
@@ -1636,10 +1921,10 @@ def contact_force_kernel(
 
 
 @wp.func
-def friction_velocity_item(
-    c: int,
+def friction_velocity_patch(
+    start: int,
+    end: int,
     dt: float,
-    rigid_count: wp.array(dtype=wp.int32),
     rc_shape0: wp.array(dtype=wp.int32),
     rc_shape1: wp.array(dtype=wp.int32),
     rc_point0: wp.array(dtype=wp.vec3),
@@ -1662,59 +1947,122 @@ def friction_velocity_item(
     body_dw: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
-    if c >= rigid_count[0]:
+    s0 = rc_shape0[start]
+    s1 = rc_shape1[start]
+    if s0 < 0 or s1 < 0:
         return
-    ln = contact_lambda[c]
-    if ln <= 0.0:
-        return
-    s0 = rc_shape0[c]
-    s1 = rc_shape1[c]
     mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
     if mu <= 0.0:
-        return
-    n = rc_normal[c]
-    Pimp = contact_impulse[c]
-    used = wp.length(Pimp - n * wp.dot(n, Pimp))
-    budget = (mu * ln - used) / dt
-    if budget <= 0.0:
         return
     b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
     b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
     m0 = body_inv_mass_of(b0, body_inv_mass, body_flags, body_mask)
     m1 = body_inv_mass_of(b1, body_inv_mass, body_flags, body_mask)
+    if m0 == 0.0 and m1 == 0.0:
+        return
     I0 = body_inv_inertia_of(b0, m0, body_inv_inertia)
     I1 = body_inv_inertia_of(b1, m1, body_inv_inertia)
-    s0w = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c]
-    s1w = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c]
-    r0 = s0w - wp.transform_point(X0, com0)
-    r1 = s1w - wp.transform_point(X1, com1)
-    v0 = wp.vec3(0.0)
-    v1 = wp.vec3(0.0)
-    if b0 >= 0:
-        v0 = wp.spatial_top(body_qd[b0]) + wp.cross(wp.spatial_bottom(body_qd[b0]), r0)
-    if b1 >= 0:
-        v1 = wp.spatial_top(body_qd[b1]) + wp.cross(wp.spatial_bottom(body_qd[b1]), r1)
-    dv = v1 - v0
-    vt = dv - n * wp.dot(n, dv)
-    lt = wp.length(vt)
-    if lt < 1.0e-9:
-        return
-    t = vt / lt
     q0 = wp.transform_get_rotation(X0)
     q1 = wp.transform_get_rotation(X1)
-    w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
-    if w <= 0.0:
+    x0 = wp.transform_point(X0, com0)
+    x1 = wp.transform_point(X1, com1)
+    v0c = wp.vec3(0.0)
+    w0c = wp.vec3(0.0)
+    v1c = wp.vec3(0.0)
+    w1c = wp.vec3(0.0)
+    if b0 >= 0:
+        v0c = wp.spatial_top(body_qd[b0])
+        w0c = wp.spatial_bottom(body_qd[b0])
+    if b1 >= 0:
+        v1c = wp.spatial_top(body_qd[b1])
+        w1c = wp.spatial_bottom(body_qd[b1])
+    area = patch_spans_area(start, end, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0,
+                            rc_margin1, contact_lambda, 1, shape_body, body_q)
+    # pass 1: unused budget of the step, tangential velocities (projected points for area patches)
+    k = float(0.0)
+    budget = float(0.0)
+    want = float(0.0)
+    v_sum = wp.vec3(0.0)
+    x_sum = wp.vec3(0.0)
+    for c in range(start, end):
+        ln = contact_lambda[c]
+        if ln > 0.0:
+            n = rc_normal[c]
+            P = contact_impulse[c]
+            budget += mu * ln - wp.length(P - n * wp.dot(n, P))
+            k += 1.0
+            r0 = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c] - x0
+            r1 = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c] - x1
+            x_sum += x1 + r1
+            if area != 0:
+                r0 = r0 - n * wp.dot(n, r0)
+                r1 = r1 - n * wp.dot(n, r1)
+            dv = (v1c + wp.cross(w1c, r1)) - (v0c + wp.cross(w0c, r0))
+            vt = dv - n * wp.dot(n, dv)
+            v_sum += vt
+            lt = wp.length(vt)
+            if area == 0 and lt > 1.0e-9:
+                t = vt / lt
+                w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+                if w > 0.0:
+                    want += lt / w
+    if k == 0.0 or budget <= 0.0:
         return
-    p = t * (-wp.min(lt / w, budget))
-    contact_impulse[c] = Pimp + p * dt
-    if m1 > 0.0:
-        a, b = lin_step(m1, q1, I1, r1, p)
-        add_body_delta(b1, a, b, body_dv, body_dw)
-        wp.atomic_add(body_cnt, b1, 1.0)
-    if m0 > 0.0:
-        a, b = lin_step(m0, q0, I0, r0, -p)
-        add_body_delta(b0, a, b, body_dv, body_dw)
-        wp.atomic_add(body_cnt, b0, 1.0)
+    budget = budget / dt
+    if area != 0:
+        # one impulse at the centroid with the tilt-free effective mass, a copy per active contact
+        n = rc_normal[start]
+        vt = v_sum / k
+        lt = wp.length(vt)
+        if lt < 1.0e-9:
+            return
+        t = vt / lt
+        xc = x_sum / k
+        rc0 = xc - x0
+        rc1 = xc - x1
+        w = w_lin(m0, q0, I0, rc0 - n * wp.dot(n, rc0), t) + w_lin(m1, q1, I1, rc1 - n * wp.dot(n, rc1), t)
+        if w <= 0.0:
+            return
+        p = t * (-wp.min(lt / w, budget / k))
+        a1, c1 = lin_step(m1, q1, I1, rc1, p)
+        a0, c0 = lin_step(m0, q0, I0, rc0, -p)
+        for c in range(start, end):
+            if contact_lambda[c] > 0.0:
+                contact_impulse[c] = contact_impulse[c] + p * dt
+                if m1 > 0.0:
+                    add_body_delta(b1, a1, c1, body_dv, body_dw)
+                    wp.atomic_add(body_cnt, b1, 1.0)
+                if m0 > 0.0:
+                    add_body_delta(b0, a0, c0, body_dv, body_dw)
+                    wp.atomic_add(body_cnt, b0, 1.0)
+        return
+    if want <= 0.0:
+        return
+    scale = wp.min(budget / want, 1.0)
+    # pass 2 (point and line patches): per-contact removal, scaled to the pooled budget
+    for c in range(start, end):
+        if contact_lambda[c] > 0.0:
+            n = rc_normal[c]
+            r0 = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c] - x0
+            r1 = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c] - x1
+            dv = (v1c + wp.cross(w1c, r1)) - (v0c + wp.cross(w0c, r0))
+            vt = dv - n * wp.dot(n, dv)
+            lt = wp.length(vt)
+            if lt > 1.0e-9:
+                t = vt / lt
+                w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+                if w > 0.0:
+                    p = t * (-scale * lt / w)
+                    contact_impulse[c] = contact_impulse[c] + p * dt
+                    if m1 > 0.0:
+                        a, b = lin_step(m1, q1, I1, r1, p)
+                        add_body_delta(b1, a, b, body_dv, body_dw)
+                        wp.atomic_add(body_cnt, b1, 1.0)
+                    if m0 > 0.0:
+                        a, b = lin_step(m0, q0, I0, r0, -p)
+                        add_body_delta(b0, a, b, body_dv, body_dw)
+                        wp.atomic_add(body_cnt, b0, 1.0)
+
 
 @wp.kernel
 def friction_velocity_kernel(
@@ -1743,20 +2091,20 @@ def friction_velocity_kernel(
     body_dw: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
-    """Velocity-level Coulomb friction of the contacts active this step (Müller et al. 2020, 3.6):
-    the tangential relative velocity left by the position solve is removed within the friction
-    budget the position-level friction has not used (``mu * lambda_n - |lambda_t|``, over dt).
-
-    Without it, the part of a slip that the Jacobi position pass leaves uncorrected would carry
-    over as velocity and a box on a slope below the friction angle would creep.
-    """
-    # grid-stride over the active contacts (on the CPU one thread walks them all)
+    """Velocity-level Coulomb friction of the contacts active this step (Müller et al. 2020, 3.6),
+    per patch (see :func:`solve_rigid_patch`): the tangential relative velocity left by the
+    position solve is removed within the friction budget the position-level friction has not
+    used (``mu * sum(lambda_n) - sum(|lambda_t|)`` over the patch, over dt)."""
+    # grid-stride over the active contacts (on the CPU one thread walks them all); the thread
+    # meeting a patch's first contact handles the patch
     c = wp.tid()
     n = wp.min(rigid_count[0], rc_shape0.shape[0])
     while c < n:
-        friction_velocity_item(
-            c, dt, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
-            contact_lambda, contact_impulse, shape_body, shape_mu, body_q, body_qd, body_com, body_inv_mass,
-            body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
-        )
+        end = patch_end(c, n, rc_shape0, rc_shape1, rc_normal)
+        if end > c:
+            friction_velocity_patch(
+                c, end, dt, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+                contact_lambda, contact_impulse, shape_body, shape_mu, body_q, body_qd, body_com, body_inv_mass,
+                body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
+            )
         c += stride

@@ -48,9 +48,14 @@ class SolverXPBD(SolverBase):
     otherwise). BALL joints have neither limits nor drives here.
 
     Rigid contacts come from the core :class:`~armillary.CollisionPipeline` (``contacts``):
-    non-penetration of the surface points ``point + margin * normal``, Coulomb friction bounded
-    by ``mu`` times the normal correction (static and sliding alike; ``mu`` is the mean of both
-    shapes' ``shape_material_mu``), torsional and rolling friction
+    non-penetration of the surface points ``point + margin * normal``, Coulomb friction per
+    contact patch (a run of consecutive contacts of one shape pair with one normal): the
+    tangential impulses of the patch, accumulated over the step, are bounded by ``mu`` times its
+    accumulated normal impulses (static and sliding alike; ``mu`` is the mean of both shapes'
+    ``shape_material_mu``); a patch spanning an area (a resting box face) gets one friction
+    impulse at its centroid from its mean slip with the tilt-free effective mass plus a twist
+    impulse, so it sticks exactly below the friction angle; point and line patches (rolling
+    shapes) keep per-contact friction under the pooled bound. Torsional and rolling friction
     (``shape_material_mu_torsional`` / ``shape_material_mu_rolling`` [m]), restitution
     (``shape_material_restitution``) when ``enable_restitution``. Kinematic bodies have infinite
     mass and keep their prescribed velocity.
@@ -84,10 +89,9 @@ class SolverXPBD(SolverBase):
 
     Attributes:
         friction_velocity_pass: number of velocity-level friction passes after the position solve
-            (default 1; 0 disables): they remove tangential contact velocity within the Coulomb
-            budget the position-level friction left unused, which reduces (but does not remove)
-            the slow creep of bodies resting on slopes below the friction angle that Jacobi
-            position-level friction shows (the reference engine's XPBD creeps as well).
+            (default 1; 0 disables): per patch, they remove the tangential contact velocity left
+            by the position solve within the Coulomb budget the position-level friction left
+            unused (``mu * sum(lambda_n) - sum(|lambda_t|)``).
         body_mask, particle_mask: optional ``wp.array(dtype=wp.int32)`` ownership masks
             (``None``: every entity is owned), for coupling schemes. An entity whose entry is 0
             is not integrated (``state_out`` keeps its ``state_in`` values: its owner moves it)
