@@ -205,6 +205,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._act_p = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "p"]
         self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
         self._forces_written = False
+        self._last_ctrl = None
         self._act_p_dof = np.asarray([d for d, _ in self._act_p], np.int64)
         self._act_p_id = np.asarray([a for _, a in self._act_p], np.int64)
         self._act_v_dof = np.asarray([d for d, _ in self._act_v], np.int64)
@@ -333,8 +334,10 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                 ctrl[:, self._act_p_id] = target_q[sm._idx(self._act_p_dof, sm.d_off)]
             if self._act_v_id.size:
                 ctrl[:, self._act_v_id] = target_qd[sm._idx(self._act_v_dof, sm.d_off)]
-            for w, d in enumerate(self.mj_datas):
-                d.ctrl[:] = ctrl[w]
+            if self._last_ctrl is None or not np.array_equal(ctrl, self._last_ctrl):
+                for w, d in enumerate(self.mj_datas):  # mj_step leaves ctrl unchanged: write on change only
+                    d.ctrl[:] = ctrl[w]
+                self._last_ctrl = ctrl
         has_joint_f = joint_f is not None and len(joint_f) and bool(np.any(joint_f))
         has_body_f = body_f is not None and len(self._body_local) and bool(np.any(body_f))
         if not (has_joint_f or has_body_f or self._forces_written):
@@ -480,9 +483,11 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         qpos = np.broadcast_to(np.asarray(qpos, np.float64), (len(self.mj_datas), self.mj_model.nq))
         qvel = np.broadcast_to(np.asarray(qvel, np.float64), (len(self.mj_datas), self.mj_model.nv))
         for w, d in enumerate(self.mj_datas):
-            mujoco.mj_resetData(self.mj_model, d)
+            mujoco.mj_resetData(self.mj_models[w], d)
             d.qpos[:] = qpos[w]
             d.qvel[:] = qvel[w]
+        self._last_ctrl = None  # mj_resetData cleared ctrl and the applied forces
+        self._forces_written = False
         self._last_written = (state.joint_q, state.joint_qd, state.joint_q.numpy().copy(), state.joint_qd.numpy().copy())
 
     def reset(self, state, world_mask=None, flags=None) -> None:
