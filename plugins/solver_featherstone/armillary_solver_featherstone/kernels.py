@@ -21,9 +21,7 @@ from __future__ import annotations
 import warp as wp
 
 from armillary.sim.dynamics_kernels import assemble_mass_matrix, in_articulation, joint_subspace
-from armillary.sim.kinematics_kernels import (
-    JT_BALL, JT_D6, JT_DISTANCE, JT_FREE, JT_PRISMATIC, JT_REVOLUTE, JT_ROD, fk_joint,
-)  # fmt: skip
+from armillary.sim.kinematics_kernels import JT_BALL, JT_DISTANCE, JT_FREE, JT_ROD, fk_joint
 from armillary.sim.spatial import ang, body_spatial_inertia, lin, spatial, twist_cross, world_inertia, wrench_cross
 
 #: ``Model.body_flags`` bit of kinematic bodies (``armillary.sim.enums.BodyFlags.KINEMATIC``)

@@ -20,7 +20,7 @@ import warp as wp
 
 from armillary.flags import ModelFlags
 from armillary.launch import LaunchCache
-from armillary.sim.enums import BodyFlags, JointType
+from armillary.sim.enums import JointType
 from armillary.sim.kinematics import topology
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 
@@ -41,14 +41,21 @@ _REBUILD_FLAGS = (
 )
 
 
+_DETERMINISTIC_CONTACT_KERNEL = []
+
+
 def _contact_kernel(deterministic: bool):
+    """The contact kernel; with ``deterministic`` a variant compiled once with Warp's run-to-run
+    deterministic atomics (CUDA)."""
     if not deterministic:
         return kernels.contact_wrench_kernel
-    return wp.kernel(
-        kernels.contact_wrench_kernel.func,
-        module="unique",
-        module_options={"deterministic": wp.DeterministicMode.RUN_TO_RUN},
-    )
+    if not _DETERMINISTIC_CONTACT_KERNEL:
+        _DETERMINISTIC_CONTACT_KERNEL.append(wp.kernel(
+            kernels.contact_wrench_kernel.func,
+            module="unique",
+            module_options={"deterministic": wp.DeterministicMode.RUN_TO_RUN},
+        ))  # fmt: skip
+    return _DETERMINISTIC_CONTACT_KERNEL[0]
 
 
 class SolverFeatherstone(SolverBase):
@@ -92,9 +99,9 @@ class SolverFeatherstone(SolverBase):
 
     Not simulated: bodies outside every articulation (they stay where they are and still
     collide; a one-time warning names them), loop-closing joints (not enforced, as the spec
-    states; a one-time warning names them), ``joint_friction``, ``joint_velocity_limit``
-    and ``joint_enabled=False`` (a one-time warning when a model uses them). ROD joints are
-    rejected.
+    states; a one-time warning names them), ``joint_friction`` and ``joint_enabled=False`` (a
+    one-time warning when a model uses them), ``joint_velocity_limit`` (not applied; every model
+    carries a default, so no warning). ROD joints are rejected.
 
     Args:
         model: the model to simulate.
@@ -260,14 +267,11 @@ class SolverFeatherstone(SolverBase):
         self._copy_bodies = bool(len(loose))
         self._copy_joints = bool(loops)
         if nd:
-            for name, what in (("joint_friction", "joint friction"), ("joint_velocity_limit", None)):
-                arr = getattr(model, name, None)
-                if arr is None:
-                    continue
-                vals = arr.numpy()
-                if name == "joint_friction" and (vals > 0).any():
-                    self._warn_once(name, f"SolverFeatherstone ignores {what} (Model.joint_friction > 0 on "
-                                          f"{int((vals > 0).sum())} DOF(s))")  # fmt: skip
+            friction = getattr(model, "joint_friction", None)
+            if friction is not None and (friction.numpy() > 0).any():
+                n = int((friction.numpy() > 0).sum())
+                self._warn_once("joint_friction", f"SolverFeatherstone ignores joint friction (Model.joint_friction > 0 "
+                                                  f"on {n} DOF(s))")  # fmt: skip
         enabled = getattr(model, "joint_enabled", None)
         if enabled is not None and nj and not enabled.numpy().all():
             self._warn_once("enabled", "SolverFeatherstone ignores joint_enabled=False (disabled joints stay rigid)")

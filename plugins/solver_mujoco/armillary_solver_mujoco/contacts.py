@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .state_map import qrot
+
 
 def _tangents(n):
     """Two unit tangents completing the normal ``n`` into a right-handed frame."""
@@ -173,6 +175,4 @@ def _world_point(body_q, body, p):
     if body < 0 or body_q is None:
         return p
     q = body_q[body]
-    from .state_map import qrot
-
     return q[:3] + qrot(q[3:7], p)

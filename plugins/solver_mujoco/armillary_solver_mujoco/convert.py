@@ -27,7 +27,7 @@ import numpy as np
 
 from armillary.sim.enums import BodyFlags, GeoType, JointTargetMode, JointType, ShapeFlags
 
-from .attributes import DEFAULT_SOLIMP, DEFAULT_SOLREF, FLAGS
+from .attributes import FLAGS
 
 #: armature added to the DOFs of kinematic bodies (infinite-mass approximation) [kg m^2 or kg]
 KINEMATIC_ARMATURE = 1.0e8
@@ -286,11 +286,14 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
             joint_entries.append((j, "fixed", []))
             continue
         if t == int(JointType.FREE):
-            body.add_freejoint(name=Names.joint(j))
+            jn = body.add_freejoint(name=Names.joint(j))
             joint_entries.append((j, "free", [Names.joint(j)]))
             if kin:
                 kinematic_dofs.extend(range(ds, ds + 6))
-            _dof_params_free_ball(body, j, ds, 6, armature, damping, friction, kin)
+            # MuJoCo has one armature / damping / frictionloss per joint: the mean of the 6 DOFs
+            jn.armature = float(np.mean(armature[ds:ds + 6])) + (KINEMATIC_ARMATURE if kin else 0.0)
+            jn.damping = [float(np.mean(damping[ds:ds + 6])), 0.0, 0.0]
+            jn.frictionloss = float(np.mean(friction[ds:ds + 6]))
             continue
         if t == int(JointType.BALL):
             jn = body.add_joint(name=Names.joint(j), type=mujoco.mjtJoint.mjJNT_BALL, pos=anchor)
@@ -301,8 +304,8 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
                 jn.stiffness = [float(np.mean(stiffness[ds:ds + 3])), 0.0, 0.0]
                 r = rest_q[qs:qs + 4]
                 if np.any(np.abs(r - np.array([0, 0, 0, 1.0])) > 1e-9):
-                    note(f"SolverMuJoCo: BALL joint {j} quaternion rest orientation becomes the body's reference "
-                         "orientation (qpos0) in MuJoCo")  # fmt: skip
+                    note(f"SolverMuJoCo: BALL joint {j} quaternion rest orientation is not converted; MuJoCo's "
+                         "spring rests at the joint's zero rotation")  # fmt: skip
             joint_entries.append((j, "ball", [Names.joint(j)]))
             if kin:
                 kinematic_dofs.extend(range(ds, ds + 3))
@@ -507,16 +510,6 @@ def _scalar_params(jn, i, armature, damping, friction, stiffness, rest, kinemati
     if stiffness is not None:
         jn.stiffness = [float(stiffness[i]), 0.0, 0.0]
         jn.springref = float(rest)
-
-
-def _dof_params_free_ball(body, j, ds, n, armature, damping, friction, kinematic):
-    jn = body.joints[-1] if hasattr(body, "joints") and body.joints else None
-    if jn is None:
-        return
-    vals = armature[ds:ds + n]
-    jn.armature = float(np.mean(vals)) + (KINEMATIC_ARMATURE if kinematic else 0.0)
-    jn.damping = [float(np.mean(damping[ds:ds + n])), 0.0, 0.0]
-    jn.frictionloss = float(np.mean(friction[ds:ds + n]))
 
 
 def _ball_limits(jn, ds, lower, upper, solreflimit, solimplimit, limit_margin):

@@ -39,7 +39,7 @@ class ParameterWriter:
 
     def __init__(self, solver):
         self.solver = solver
-        model, conv = solver.model, solver.conversion
+        conv = solver.conversion
         self.W = conv.world_count
         self.body_local = conv.worlds[0].bodies.astype(np.int64)
         self.body_mj = conv.body_ids[self.body_local] if len(self.body_local) else np.zeros(0, np.int64)
@@ -52,8 +52,6 @@ class ParameterWriter:
         self.q_off = solver.state_map.q_off
         kin = set(int(d) for d in conv.kinematic_dofs)
         # scalar DOFs: (our dof, our coordinate, mj dof, mj joint, kinematic)
-        import mujoco
-
         m = conv.mj_model
         rows = []
         for j, kind, qs, ds, mq, md, n in conv.joint_map:

@@ -201,7 +201,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
 
     def _force_tables(self) -> None:
         """Index tables for controls and applied forces (world 0 entities; per-world offsets)."""
-        conv, sm = self.conversion, self.state_map
+        conv = self.conversion
         self._act_p = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "p"]
         self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
         self._forces_written = False
@@ -236,7 +236,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
             return
         mujoco = self._mujoco
-        m, sm = self.mj_model, self.state_map
+        sm = self.state_map
         if self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
             self._warn_once("contacts-ignored", "SolverMuJoCo(use_mujoco_contacts=True) detects contacts itself; the "
                                                 "contacts passed to step() are ignored")  # fmt: skip

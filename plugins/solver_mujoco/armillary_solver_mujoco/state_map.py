@@ -196,7 +196,3 @@ class StateMap:
                 w = qrot(qconj(pr), w)
             joint_q[self._idx(self.free_q, self.q_off)[..., None] + np.arange(7)] = np.concatenate([t, r], axis=-1)
             joint_qd[self._idx(self.free_d, self.d_off)[..., None] + np.arange(6)] = np.concatenate([v, w], axis=-1)
-
-    def free_dofs_of(self, dof_world0):
-        """Whether our world-0 DOF belongs to a FREE joint (its joint_f goes to xfrc_applied)."""
-        return any(d <= dof_world0 < d + 6 for d in self.free_d)

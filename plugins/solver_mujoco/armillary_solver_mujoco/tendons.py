@@ -153,25 +153,21 @@ def add_tendons(spec, model, joint_names: dict, note) -> None:
     wside = arr("tendon_wrap_sidesite") if nw else np.zeros(0, np.int32)
     wdiv = arr("tendon_wrap_divisor") if nw else np.zeros(0)
     jt = model.joint_type.numpy() if model.joint_count else np.zeros(0, np.int32)
-    q_start = model.joint_q_start.numpy()
-    q0 = model.joint_q.numpy().astype(np.float64) if model.joint_coord_count else np.zeros(0)
     single = int(getattr(model, "world_count", 1)) <= 1
     scalar_types = (int(JointType.REVOLUTE), int(JointType.PRISMATIC), int(JointType.D6))
 
-    converted = {}  # tendon row -> its length at the model's initial joint_q minus at MuJoCo's qpos0 (None: unknown)
+    converted = set()  # tendon rows added to the spec
     for t in range(n):
         if not single and int(world[t]) not in (0, -1):
             continue
         label = labels[t] or f"tendon {t}"
         kind = int(ttype[t])
         path = []
-        shift = None
         if kind == FIXED:
             a, m = int(jadr[t]), int(jnum[t])
             if m <= 0 or a < 0 or a + m > nj:
                 note(f"SolverMuJoCo: fixed tendon {t} ({label!r}) has no valid joint terms; skipped")
                 continue
-            shift = 0.0
             for r in range(a, a + m):
                 j, k, c = int(tj[r]), int(tj_dof[r]), float(tj_coef[r])
                 names = joint_names.get(j)
@@ -181,7 +177,6 @@ def add_tendons(spec, model, joint_names: dict, note) -> None:
                          "hinge/slide DOF of world 0; tendon skipped")  # fmt: skip
                     break
                 path.append(("joint", names[k], c))
-                # the converter sets MuJoCo's qpos0 to the model's initial joint_q: no shift
         elif kind == SPATIAL:
             a, m = int(wadr[t]), int(wnum[t])
             if m <= 0 or a < 0 or a + m > nw:
@@ -243,20 +238,12 @@ def add_tendons(spec, model, joint_names: dict, note) -> None:
         tendon.actfrclimited = (mujoco.mjtLimited.mjLIMITED_TRUE if bool(actfrclimited[t])
                                 else mujoco.mjtLimited.mjLIMITED_FALSE)  # fmt: skip
         tendon.actfrcrange = [float(v) for v in actfrcrange[t]]
-        converted[t] = shift
+        converted.add(t)
 
     _add_tendon_equalities(spec, model, joint_names, converted, note)
 
 
-def _spatial_offsets(spec, model, joint_names, converted, spatial, note):
-    """Spatial tendons: MuJoCo measures tendon equalities from the lengths at its qpos0. The
-    converter makes qpos0 the model's initial ``joint_q`` (hinge/slide ``ref``), which is the
-    reference configuration of an imported MJCF, so the lengths need no offset."""
-    for t in spatial:
-        converted[t] = 0.0
-
-
-def _add_tendon_equalities(spec, model, joint_names, converted: dict, note) -> None:
+def _add_tendon_equalities(spec, model, joint_names, converted: set, note) -> None:
     import mujoco
 
     ne = _rows(model, TENDON_EQUALITY)
@@ -264,9 +251,6 @@ def _add_tendon_equalities(spec, model, joint_names, converted: dict, note) -> N
         return
     ns = model.mujoco
     t1s, t2s = ns.tendon_eq_tendon1.numpy(), ns.tendon_eq_tendon2.numpy()
-    used = {int(t) for t in np.concatenate([t1s, t2s]) if int(t) in converted and converted[int(t)] is None}
-    if used:
-        _spatial_offsets(spec, model, joint_names, converted, sorted(used), note)
     poly = ns.tendon_eq_polycoef.numpy()
     solref, solimp = ns.tendon_eq_solref.numpy(), ns.tendon_eq_solimp.numpy()
     active = ns.tendon_eq_active.numpy()
@@ -283,22 +267,9 @@ def _add_tendon_equalities(spec, model, joint_names, converted: dict, note) -> N
             note(f"SolverMuJoCo: tendon equality {e} refers to tendon {missing}, which was not converted; "
                  "equality skipped")  # fmt: skip
             continue
+        # MuJoCo measures tendon lengths from their value at its qpos0, which the converter makes the
+        # model's initial joint_q (hinge/slide ref), i.e. an imported MJCF's own reference: no re-centering
         c = [float(v) for v in poly[e]]
-        # MuJoCo measures lengths from their value at its qpos0 (zero joint coordinates); the model's
-        # reference configuration is its initial joint_q: shift the linear polynomial accordingly
-        d1 = converted[t1]
-        d2 = converted[t2] if t2 >= 0 else 0.0
-        if d1 is None or d2 is None:
-            note(f"SolverMuJoCo: tendon equality {e}: the tendon lengths at the initial joint_q are unknown; "
-                 "measured from MuJoCo's zero joint coordinates instead")  # fmt: skip
-        elif d1 or d2:
-            if t2 < 0:
-                c[0] += d1
-            elif any(v != 0.0 for v in c[2:]):
-                note(f"SolverMuJoCo: tendon equality {e}: nonlinear polycoef with a nonzero initial tendon length is "
-                     "not re-centered")  # fmt: skip
-            else:
-                c[0] = c[0] + d1 - c[1] * d2
         eq = spec.add_equality(type=mujoco.mjtEq.mjEQ_TENDON, name1=tendon_name(t1),
                                name2=tendon_name(t2) if t2 >= 0 else "",
                                objtype=mujoco.mjtObj.mjOBJ_TENDON)  # fmt: skip

@@ -19,11 +19,6 @@ import warp as wp
 
 
 @wp.func
-def _qmul(a: wp.quat, b: wp.quat) -> wp.quat:
-    return a * b
-
-
-@wp.func
 def _to_wxyz_store(q: wp.quat, out: wp.array2d(dtype=float), w: int, adr: int):
     out[w, adr + 0] = q[3]
     out[w, adr + 1] = q[0]
