@@ -32,6 +32,7 @@ synchronisation inside :meth:`step`); per-step diagnostics are device arrays in
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -170,16 +171,17 @@ def _relaxation_kernel(
 
 
 @wp.kernel
-def _blend_body_kernel(
-    raw: wp.array(dtype=wp.spatial_vector),
+def _blend_kernel(
+    raw: wp.array(dtype=Any),
     decl: wp.array(dtype=wp.int32),
     omega: wp.array(dtype=float),
     iteration: int,
-    feedback: wp.array(dtype=wp.spatial_vector),
-    prev_res: wp.array(dtype=wp.spatial_vector),
+    feedback: wp.array(dtype=Any),
+    prev_res: wp.array(dtype=Any),
     change_sq: wp.array(dtype=float),
     norm_sq: wp.array(dtype=float),
 ):
+    """Relaxed feedback update of one proxy endpoint (body wrench or particle force)."""
     p = wp.tid()
     old = feedback[p]
     r = raw[p] - old
@@ -191,26 +193,9 @@ def _blend_body_kernel(
     wp.atomic_add(norm_sq, iteration, wp.dot(new, new))
 
 
-@wp.kernel
-def _blend_particle_kernel(
-    raw: wp.array(dtype=wp.vec3),
-    decl: wp.array(dtype=wp.int32),
-    omega: wp.array(dtype=float),
-    iteration: int,
-    feedback: wp.array(dtype=wp.vec3),
-    prev_res: wp.array(dtype=wp.vec3),
-    change_sq: wp.array(dtype=float),
-    norm_sq: wp.array(dtype=float),
-):
-    p = wp.tid()
-    old = feedback[p]
-    r = raw[p] - old
-    new = old + omega[decl[p]] * r
-    feedback[p] = new
-    prev_res[p] = r
-    d = new - old
-    wp.atomic_add(change_sq, iteration, wp.dot(d, d))
-    wp.atomic_add(norm_sq, iteration, wp.dot(new, new))
+for _dtype in (wp.spatial_vector, wp.vec3):
+    wp.overload(_blend_kernel, {"raw": wp.array(dtype=_dtype), "feedback": wp.array(dtype=_dtype),
+                                "prev_res": wp.array(dtype=_dtype)})  # fmt: skip
 
 
 @wp.kernel
@@ -782,11 +767,11 @@ class SolverCoupledProxy(SolverCoupled):
                           g.omega], device=dev)  # fmt: skip
         diag = self.diagnostics
         if len(g.body_src):
-            wp.launch(_blend_body_kernel, dim=len(g.body_src),
+            wp.launch(_blend_kernel, dim=len(g.body_src),
                       inputs=[g.body_raw, g.d_body_decl, g.omega, iteration, g.body_feedback, g.body_prev_res,
                               diag.proxy_feedback_change, diag.proxy_feedback_norm], device=dev)  # fmt: skip
         if len(g.particle_src):
-            wp.launch(_blend_particle_kernel, dim=len(g.particle_src),
+            wp.launch(_blend_kernel, dim=len(g.particle_src),
                       inputs=[g.particle_raw, g.d_particle_decl, g.omega, iteration, g.particle_feedback,
                               g.particle_prev_res, diag.proxy_feedback_change, diag.proxy_feedback_norm],
                       device=dev)  # fmt: skip
