@@ -436,7 +436,7 @@ def articulation_step_kernel(
                 f = f + joint_stiffness[i] * (joint_rest_q[qs + k] - q)
                 fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
                                                joint_effort_limit, joint_limit_lower, joint_limit_upper,
-                                               joint_limit_ke, joint_limit_kd, joint_target_q[i],
+                                               joint_limit_ke, joint_limit_kd, joint_target_q[qs + k],
                                                joint_target_qd[i])  # fmt: skip
                 f = f + fd
                 h = h + hd

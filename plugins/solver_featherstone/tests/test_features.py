@@ -313,3 +313,27 @@ def test_world_joint_outside_an_articulation_is_rejected():
     model = b.finalize(device="cpu")
     with pytest.raises(ValueError, match="loose_hinge.*add_articulation"):
         SolverFeatherstone(model)
+
+
+def test_position_target_behind_free_and_ball_joints_uses_the_coordinate_layout():
+    """``joint_target_q`` has the ``joint_q`` layout: behind a FREE root and a BALL joint (7 + 4
+    coordinates, 6 + 3 DOFs) a revolute joint's drive reads its target at its coordinate."""
+    b = armillary.ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    root = b.add_link(mass=2.0, inertia=inertia(0.1))
+    l1 = b.add_link(mass=1.0, com=(0.0, 0.1, 0.0), inertia=inertia(0.01))
+    l2 = b.add_link(mass=0.5, com=(0.1, 0.0, 0.0), inertia=inertia(0.01))
+    joints = [b.add_joint_free(root),
+              b.add_joint_ball(root, l1, parent_xform=wp.transform((0.2, 0.0, 0.0), wp.quat_identity())),
+              b.add_joint_revolute(l1, l2, axis=(0.0, 0.0, 1.0), target_ke=20.0, target_kd=1.0,
+                                   parent_xform=wp.transform((0.0, 0.2, 0.0), wp.quat_identity()))]  # fmt: skip
+    b.add_articulation(joints)
+    model = b.finalize()
+    control = model.control()
+    target = control.joint_target_q.numpy()
+    coord = int(model.joint_q_start.numpy()[2])
+    assert coord == 11 and int(model.joint_qd_start.numpy()[2]) == 9
+    target[coord] = 0.5
+    control.joint_target_q.assign(target)
+    _, step, _ = stepper(model, control)
+    final = step(3000, dt=1.0e-3)
+    assert final.joint_q.numpy()[coord] == pytest.approx(0.5, abs=0.02)

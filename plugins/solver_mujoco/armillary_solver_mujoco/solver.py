@@ -30,6 +30,7 @@ from armillary.sim.kinematics import eval_fk
 
 from . import attributes
 from .convert import Conversion, convert_model
+from .host_state import HostStateWriter
 from .state_map import StateMap, qconj, qmul, qrot
 
 __all__ = ["SolverMuJoCo"]
@@ -41,6 +42,12 @@ _REBUILD = (ModelFlags.JOINT_PROPERTIES | ModelFlags.JOINT_DOF_PROPERTIES | Mode
             | ModelFlags.JOINT_DOF_FORCE_PROPERTIES | ModelFlags.JOINT_DOF_INERTIAL_PROPERTIES
             | ModelFlags.JOINT_REFERENCE_POSE_PROPERTIES | ModelFlags.SHAPE_TYPE_AND_SOURCE
             | ModelFlags.CONSTRAINT_PROPERTIES | ModelFlags.ACTUATOR_PROPERTIES)  # fmt: skip
+
+
+def _all_zero(a) -> bool:
+    """Whether every byte of ``a`` is zero (a -0.0 counts as a value: harmless, it is written)."""
+    b = a.tobytes()
+    return b == bytes(len(b))
 
 
 class SolverMuJoCo(SolverBase, CouplingInterface):
@@ -186,7 +193,13 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self.mj_data = self.mj_datas[0]
         self.state_map = StateMap(self.model, self.conversion)
         self._force_tables()
-        self._last_written = None  # (joint_q array, joint_qd array, q copy, qd copy)
+        self._last_written = None  # (joint_q array, joint_qd array, q bytes, qd bytes)
+        self._views = {}
+        self._plans = {}
+        self._pairs, self._pairs_of = [], None  # (MjModel, MjData) per world, for self.mj_models
+        self._dt = None
+        self._ready = False  # every MjData holds mj_step1 of its current qpos/qvel
+        self._writer = HostStateWriter(self.model, self.conversion, self.state_map, self.mj_datas, m)
         self.__dict__.pop("_param_writer", None)
         self.__dict__.pop("_injector", None)
         if self.conversion.world_count > 1 and not self._worlds_share_parameters():
@@ -198,6 +211,9 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             from .warp_backend import WarpBackend
 
             self._warp = WarpBackend(self)
+        rk4 = int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
+        self._step_split = bool(self._writer.supported and not self._has_kinematic and not rk4
+                                and (self.use_mujoco_contacts or self.disable_contacts))  # fmt: skip
 
     def _force_tables(self) -> None:
         """Index tables for controls and applied forces (world 0 entities; per-world offsets)."""
@@ -206,7 +222,12 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
         self._forces_written = False
         self._last_ctrl = None
-        self._act_p_dof = np.asarray([d for d, _ in self._act_p], np.int64)
+        # position targets have the joint_q layout: the coordinate of each driven scalar DOF
+        dof_coord = {}
+        for _, kind, qs, ds, _, _, n in conv.joint_map:
+            if kind == "scalar":
+                dof_coord.update({ds + k: qs + k for k in range(n)})
+        self._act_p_coord = np.asarray([dof_coord[d] for d, _ in self._act_p], np.int64)
         self._act_p_id = np.asarray([a for _, a in self._act_p], np.int64)
         self._act_v_dof = np.asarray([d for d, _ in self._act_v], np.int64)
         self._act_v_id = np.asarray([a for _, a in self._act_v], np.int64)
@@ -236,30 +257,60 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
             return
         mujoco = self._mujoco
-        sm = self.state_map
         if self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
             self._warn_once("contacts-ignored", "SolverMuJoCo(use_mujoco_contacts=True) detects contacts itself; the "
                                                 "contacts passed to step() are ignored")  # fmt: skip
-        for mw in {id(x): x for x in self.mj_models}.values():
-            mw.opt.timestep = float(dt)
-        q_in = state_in.joint_q.numpy()
-        qd_in = state_in.joint_qd.numpy()
-        continued = (
-            self._last_written is not None and not self._has_kinematic
-            and self._last_written[0] is state_in.joint_q and self._last_written[1] is state_in.joint_qd
-            and np.array_equal(self._last_written[2], q_in) and np.array_equal(self._last_written[3], qd_in)
-        )  # fmt: skip
-        if not continued:
-            qpos, qvel = sm.to_mujoco(q_in, qd_in)
+        if self._pairs_of is not self.mj_models:  # per-world models replaced (notify_model_changed)
+            self._pairs = list(zip(self.mj_models, self.mj_datas))
+            self._pairs_of = self.mj_models
+            self._dt = None  # new models carry the converted timestep
+            self._ready = False
+        dt = float(dt)
+        if dt != self._dt:
+            for mw in {id(x): x for x in self.mj_models}.values():
+                mw.opt.timestep = dt
+            self._dt = dt
+            self._ready = False
+        plan = self._plan(state_in, state_out, control)
+        q_in, qd_in = plan[1], plan[2]
+        last = self._last_written
+        if not (last is not None and last[0] is state_in and last[1] == q_in.tobytes()
+                and last[2] == qd_in.tobytes()):  # fmt: skip
+            # not the state this solver wrote last (or edited since): restart MuJoCo from it
+            qpos, qvel = self.state_map.to_mujoco(q_in, qd_in)
             for w, d in enumerate(self.mj_datas):
                 d.qpos[:] = qpos[w]
                 d.qvel[:] = qvel[w]
-        self._apply_inputs(state_in, control)
+            self._ready = False
+        self._apply_inputs(plan)
+        if self._step_split:
+            # mj_step2 + mj_step1 == mj_step (bit-identical for Euler/implicit/implicitfast), and it
+            # leaves each MjData with the forward pass of the new state, read by the writer
+            step1, step2 = mujoco.mj_step1, mujoco.mj_step2
+            if not self._ready:
+                for mw, d in self._pairs:
+                    step1(mw, d)
+            for mw, d in self._pairs:
+                step2(mw, d)
+                step1(mw, d)
+            self._ready = True
+            plan[9]()  # MjData -> state_out (joint and body coordinates)
+            self._last_written = (state_out, plan[7].tobytes(), plan[8].tobytes())
+            return
+        self._ready = False
         if self.use_mujoco_contacts or self.disable_contacts:
-            for mw, d in zip(self.mj_models, self.mj_datas):
+            for mw, d in self._pairs:
                 mujoco.mj_step(mw, d)
         else:
             self._step_with_contacts(state_in, contacts)
+        if plan[9] is not None and not self._has_kinematic:
+            for mw, d in self._pairs:  # positions and velocities of the new state for the writer
+                mujoco.mj_kinematics(mw, d)
+                mujoco.mj_comPos(mw, d)
+                mujoco.mj_comVel(mw, d)
+            plan[9]()
+            self._last_written = (state_out, plan[7].tobytes(), plan[8].tobytes())
+            return
         if len(self.mj_datas) == 1:
             qpos, qvel = self.mj_data.qpos[None], self.mj_data.qvel[None]
         else:
@@ -267,19 +318,60 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             qvel = np.stack([d.qvel for d in self.mj_datas])
         q_out = np.array(q_in, dtype=np.float64)
         qd_out = np.array(qd_in, dtype=np.float64)
-        sm.from_mujoco(qpos, qvel, q_out, qd_out)
+        self.state_map.from_mujoco(qpos, qvel, q_out, qd_out)
         if self._has_kinematic:
             kin = self._kinematic_all_worlds()
             qd_out[kin] = qd_in[kin]
         q32, qd32 = q_out.astype(np.float32), qd_out.astype(np.float32)
         if self._host_arrays:  # CPU device: write through zero-copy views
-            state_out.joint_q.numpy()[:] = q32
-            state_out.joint_qd.numpy()[:] = qd32
+            plan[7][:] = q32
+            plan[8][:] = qd32
         else:
             state_out.joint_q.assign(q32)
             state_out.joint_qd.assign(qd32)
-        self._last_written = (state_out.joint_q, state_out.joint_qd, q32, qd32)
+        self._last_written = (state_out, q32.tobytes(), qd32.tobytes())
         eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
+
+    def _view(self, arr):
+        """Zero-copy numpy view of a host array (cached: ``wp.array.numpy()`` costs microseconds)."""
+        views = self._views
+        hit = views.get(id(arr))
+        if hit is None or hit[0] is not arr:
+            if len(views) > 32:
+                views.clear()
+            hit = views[id(arr)] = (arr, arr.numpy())
+        return hit[1]
+
+    def _plan(self, state_in, state_out, control):
+        """Host views and the output writer for one ``(state_in, state_out, control)`` triple,
+        cached while those objects hold the same arrays: ``(arrays, q_in, qd_in, body_f, joint_f,
+        target_q, target_qd, q_out, qd_out, write)`` (views are numpy, ``None`` where absent;
+        ``write``: the recorded MjData -> ``state_out`` launch, ``None`` when unsupported)."""
+        if control is not None:
+            arrays = (state_in, state_in.joint_q, state_in.joint_qd, state_in.body_f, state_out, state_out.joint_q,
+                      state_out.joint_qd, state_out.body_q, state_out.body_qd, control, control.joint_f,
+                      control.joint_target_q, control.joint_target_qd)  # fmt: skip
+        else:
+            arrays = (state_in, state_in.joint_q, state_in.joint_qd, state_in.body_f, state_out, state_out.joint_q,
+                      state_out.joint_qd, state_out.body_q, state_out.body_qd, None, None, None, None)  # fmt: skip
+        key = (id(state_in), id(state_out), id(control))
+        plan = self._plans.get(key)
+        if plan is not None and plan[0] == arrays:  # identity of every element (the plan holds them)
+            return plan
+        if len(self._plans) > 8:
+            self._plans.clear()
+        view = self._view
+        model = self.model
+        tq = arrays[11] if arrays[11] is not None else model.joint_target_q
+        tqd = arrays[12] if arrays[12] is not None else model.joint_target_qd
+        empty = np.zeros(0, np.float32)
+        plan = self._plans[key] = (
+            arrays, view(arrays[1]), view(arrays[2]), None if arrays[3] is None else view(arrays[3]),
+            None if arrays[10] is None else view(arrays[10]), empty if tq is None else view(tq),
+            empty if tqd is None else view(tqd), view(arrays[5]), view(arrays[6]),
+            self._writer.replay_for(state_out) if self._writer.supported else None,
+        )  # fmt: skip
+        return plan
 
     def _worlds_share_parameters(self) -> bool:
         """Whether every world's parameter arrays equal world 0's (one MjModel serves all)."""
@@ -313,33 +405,26 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         kin = self.conversion.kinematic_dofs
         return (self.state_map.d_off[:, None] + kin[None, :]).reshape(-1)
 
-    def _apply_inputs(self, state_in, control) -> None:
-        """Controls (drive targets), generalized forces and body wrenches into each MjData."""
+    def _apply_inputs(self, plan) -> None:
+        """Controls (drive targets), generalized forces and body wrenches of a step :meth:`_plan`
+        into each MjData (written only when they change: ``mj_step`` leaves ``ctrl`` and the
+        applied-force arrays as they are)."""
         sm = self.state_map
         W = len(self.mj_datas)
-        target_q = target_qd = joint_f = None
-        if control is not None:
-            target_q = control.joint_target_q.numpy() if control.joint_target_q is not None else None
-            target_qd = control.joint_target_qd.numpy() if control.joint_target_qd is not None else None
-            joint_f = control.joint_f.numpy() if getattr(control, "joint_f", None) is not None else None
-        if target_q is None:
-            target_q = self.model.joint_target_q.numpy() if self.model.joint_dof_count else np.zeros(0)
-        if target_qd is None:
-            target_qd = self.model.joint_target_qd.numpy() if self.model.joint_dof_count else np.zeros(0)
-        body_f = state_in.body_f.numpy() if getattr(state_in, "body_f", None) is not None else None
+        body_f, joint_f, target_q, target_qd = plan[3], plan[4], plan[5], plan[6]
         if self._act_p_id.size or self._act_v_id.size:
-            nu = self.mj_model.nu
-            ctrl = np.zeros((W, nu))
-            if self._act_p_id.size:
-                ctrl[:, self._act_p_id] = target_q[sm._idx(self._act_p_dof, sm.d_off)]
-            if self._act_v_id.size:
-                ctrl[:, self._act_v_id] = target_qd[sm._idx(self._act_v_dof, sm.d_off)]
-            if self._last_ctrl is None or not np.array_equal(ctrl, self._last_ctrl):
-                for w, d in enumerate(self.mj_datas):  # mj_step leaves ctrl unchanged: write on change only
+            signature = (target_q.tobytes(), target_qd.tobytes())
+            if signature != self._last_ctrl:
+                ctrl = np.zeros((W, self.mj_model.nu))
+                if self._act_p_id.size:
+                    ctrl[:, self._act_p_id] = target_q[sm._idx(self._act_p_coord, sm.q_off)]
+                if self._act_v_id.size:
+                    ctrl[:, self._act_v_id] = target_qd[sm._idx(self._act_v_dof, sm.d_off)]
+                for w, d in enumerate(self.mj_datas):
                     d.ctrl[:] = ctrl[w]
-                self._last_ctrl = ctrl
-        has_joint_f = joint_f is not None and len(joint_f) and bool(np.any(joint_f))
-        has_body_f = body_f is not None and len(self._body_local) and bool(np.any(body_f))
+                self._last_ctrl = signature
+        has_joint_f = joint_f is not None and joint_f.size and not _all_zero(joint_f)
+        has_body_f = body_f is not None and len(self._body_local) and not _all_zero(body_f)
         if not (has_joint_f or has_body_f or self._forces_written):
             return  # MuJoCo's applied-force arrays still hold zeros
         self._forces_written = bool(has_joint_f or has_body_f)
@@ -390,6 +475,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         from .parameters import PUSHABLE, per_world_models
 
         super().notify_model_changed(flags)
+        self._ready = False  # parameters feed mj_step1 (constraint impedances, passive forces)
         value = int(flags)
         structural = value & int(_REBUILD) & ~int(PUSHABLE)
         if value & int(PUSHABLE) and not structural:
@@ -488,10 +574,12 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             d.qvel[:] = qvel[w]
         self._last_ctrl = None  # mj_resetData cleared ctrl and the applied forces
         self._forces_written = False
-        self._last_written = (state.joint_q, state.joint_qd, state.joint_q.numpy().copy(), state.joint_qd.numpy().copy())
+        self._ready = False
+        self._last_written = (state, state.joint_q.numpy().tobytes(), state.joint_qd.numpy().tobytes())
 
     def reset(self, state, world_mask=None, flags=None) -> None:
         super().reset(state, world_mask=world_mask, flags=flags)
         self._last_written = None
+        self._ready = False
         for d in self.mj_datas:
             d.qacc_warmstart[:] = 0.0

@@ -42,7 +42,7 @@ def to_mujoco_kernel(
     free_mq: wp.array(dtype=wp.int32), free_md: wp.array(dtype=wp.int32),
     free_xp: wp.array(dtype=wp.transform), free_xc: wp.array(dtype=wp.transform), free_com: wp.array(dtype=wp.vec3),
     free_body: wp.array(dtype=wp.int32),
-    act_p_dof: wp.array(dtype=wp.int32), act_p_id: wp.array(dtype=wp.int32),
+    act_p_coord: wp.array(dtype=wp.int32), act_p_id: wp.array(dtype=wp.int32),
     act_v_dof: wp.array(dtype=wp.int32), act_v_id: wp.array(dtype=wp.int32),
     body_local: wp.array(dtype=wp.int32), body_mj: wp.array(dtype=wp.int32),
     q_off: wp.array(dtype=wp.int32), d_off: wp.array(dtype=wp.int32), b_off: wp.array(dtype=wp.int32),
@@ -106,8 +106,8 @@ def to_mujoco_kernel(
             f = wp.spatial_vector(wp.vec3(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2]),
                                   wp.vec3(joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))  # fmt: skip
             xfrc_applied[w, free_body[k]] = xfrc_applied[w, free_body[k]] + f
-    for k in range(act_p_dof.shape[0]):
-        ctrl[w, act_p_id[k]] = target_q[do + act_p_dof[k]]
+    for k in range(act_p_coord.shape[0]):  # position targets have the joint_q layout
+        ctrl[w, act_p_id[k]] = target_q[qo + act_p_coord[k]]
     for k in range(act_v_dof.shape[0]):
         ctrl[w, act_v_id[k]] = target_qd[do + act_v_dof[k]]
     if use_body_f != 0:
@@ -219,7 +219,7 @@ class WarpBackend:
             wp.array(sm.free_com.astype(np.float32).reshape(-1, 3), dtype=wp.vec3, device=dev),
         ]  # fmt: skip
         self.free_body = arr(free_body)
-        self.act = [arr(solver._act_p_dof), arr(solver._act_p_id), arr(solver._act_v_dof), arr(solver._act_v_id)]
+        self.act = [arr(solver._act_p_coord), arr(solver._act_p_id), arr(solver._act_v_dof), arr(solver._act_v_id)]
         self.bodies = [arr(solver._body_local), arr(solver._body_mj)]
         self.offsets_in = [arr(sm.q_off), arr(sm.d_off), arr(solver._body_off)]
         self.offsets_out = [arr(sm.q_off), arr(sm.d_off)]
