@@ -2,14 +2,24 @@
 
 The model is converted once (:mod:`.convert`) into an ``MjModel`` of one world; each world gets
 an ``MjData``. A step converts the input state (:mod:`.state_map`), controls and forces into
-MuJoCo's arrays, runs ``mj_step`` per world (or, with ``use_mujoco_contacts=False``, MuJoCo's
-pipeline with armillary's contacts injected in place of MuJoCo's collision detection) and
-converts the result back; ``body_q`` / ``body_qd`` follow by forward kinematics.
+MuJoCo's arrays when they changed, steps every world and writes the output state.
 
-When ``state_in`` is exactly the state this solver wrote on the previous step (same arrays,
+C engine, the usual case (Euler, implicit or implicitfast integrator, MuJoCo's own contacts, no
+kinematic bodies): each world runs ``mj_step2`` then ``mj_step1``, which is bit-identical to
+``mj_step`` and leaves ``mj_data`` holding the forward pass (poses, COM velocities, sensors,
+constraints) of the *new* state; one recorded Warp launch (:mod:`.host_state`) then writes
+``joint_q``, ``joint_qd``, ``body_q`` and ``body_qd`` of every world from MuJoCo's float64 buffers.
+Otherwise (RK4, ``use_mujoco_contacts=False``) the worlds run ``mj_step`` (or the injected-contact
+pipeline) and the writer follows ``mj_kinematics``/``mj_comPos``/``mj_comVel``; with kinematic
+bodies the state is converted on the host and ``body_q``/``body_qd`` follow by forward
+kinematics.
+
+When ``state_in`` is exactly the state this solver wrote on the previous step (same object,
 same values), the float64 ``MjData`` state is continued as is instead of being rebuilt from the
 float32 arrays, so a stepping loop reproduces MuJoCo's own trajectory to float64 precision.
 Editing the state between steps (any value) makes the next step start from the edited state.
+Controls are written to ``ctrl`` only when the targets change, applied forces only while they are
+non-zero (and once more to clear them).
 """
 
 from __future__ import annotations
