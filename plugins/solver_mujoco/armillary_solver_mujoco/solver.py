@@ -263,7 +263,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             if self._copy_unconverted and state_out is not state_in:
                 wp.copy(state_out.joint_q, state_in.joint_q)
                 wp.copy(state_out.joint_qd, state_in.joint_qd)
-            self._warp.step(self, state_in, state_out, control, float(dt))
+            self._warp.step(self, state_in, state_out, control, contacts, float(dt))
             eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
             return
         mujoco = self._mujoco

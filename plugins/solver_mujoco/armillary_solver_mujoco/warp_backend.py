@@ -6,10 +6,11 @@ kernel converts the armillary state, drive targets and forces into MuJoCo Warp's
 thread per world, the conventions of :mod:`.state_map`), ``mujoco_warp.step``, one kernel converts
 back, then forward kinematics. MuJoCo Warp computes in float32.
 
-Supported: native MuJoCo contacts, every converted joint type, drives, ``joint_f``/``body_f``,
-kinematic DOFs, several worlds sharing one parameter set. Not supported (raise at construction):
-``use_mujoco_contacts=False`` (contact injection into MuJoCo Warp's contact arrays) and worlds with
-different parameters. Works on Warp's CPU device, slowly (see the plugin README for figures).
+Supported: native MuJoCo contacts, armillary contacts (``use_mujoco_contacts=False``: written into
+MuJoCo Warp's contact arrays by :mod:`.warp_contacts`), every converted joint type, drives,
+``joint_f``/``body_f``, kinematic DOFs, several worlds sharing one parameter set. Not supported
+(raises at construction): worlds with different parameters. Works on Warp's CPU device, slowly
+(see the plugin README for figures).
 """
 
 from __future__ import annotations
@@ -185,9 +186,6 @@ class WarpBackend:
         model, conv, sm = solver.model, solver.conversion, solver.state_map
         dev = wp.get_device(model.device)
         self.device = dev
-        if not solver.use_mujoco_contacts:
-            raise NotImplementedError("SolverMuJoCo: use_mujoco_contacts=False is not available with the MuJoCo Warp "
-                                      "backend yet; use use_mujoco_cpu=True")  # fmt: skip
         if any(m is not solver.mj_models[0] for m in solver.mj_models):
             raise NotImplementedError("SolverMuJoCo: worlds with different parameters need the MuJoCo C backend "
                                       "(use_mujoco_cpu=True) in this version")  # fmt: skip
@@ -228,8 +226,13 @@ class WarpBackend:
         self.zero_dof = wp.zeros(max(int(model.joint_dof_count), 1), dtype=wp.float32, device=dev)
         self.zero_body = wp.zeros(max(int(model.body_count), 1), dtype=wp.spatial_vector, device=dev)
         self.timestep = None
+        self.injector = None
+        if not solver.use_mujoco_contacts:
+            from .warp_contacts import WarpContactInjector
 
-    def step(self, solver, state_in, state_out, control, dt: float) -> None:
+            self.injector = WarpContactInjector(solver, self.m)
+
+    def step(self, solver, state_in, state_out, control, contacts, dt: float) -> None:
         model = solver.model
         d = self.d
         if self.timestep != float(dt):  # host-side value: set once per distinct dt
@@ -249,6 +252,8 @@ class WarpBackend:
                     int(body_f is not None)],
             outputs=[d.qpos, d.qvel, d.ctrl, d.qfrc_applied, d.xfrc_applied], device=self.device,
         )  # fmt: skip
+        if self.injector is not None:
+            self.injector.inject(solver, state_in, contacts, d)
         with wp.ScopedDevice(self.device):
             self.mjw.step(self.m, d)
         solver._launches.launch(

@@ -1,0 +1,198 @@
+"""``use_mujoco_contacts=False`` on the MuJoCo Warp backend: armillary contacts written into
+MuJoCo Warp's contact arrays (device work only, graph-capturable).
+
+The MuJoCo Warp model runs with ``opt.run_collision_detection = False`` (its documented switch for
+user-populated contacts); before each step :class:`WarpContactInjector` clears ``d.nacon`` and one
+kernel (a thread per armillary contact) appends each contact whose two shapes map to MuJoCo geoms,
+with the same conversion as the C engine's :mod:`.contacts`: normal = armillary's (shape 0 ->
+shape 1, the first row of MuJoCo's contact frame), ``dist`` = signed distance between the two
+margin-offset surfaces, ``pos`` = their midpoint, ``includemargin = 0``, and the two geoms'
+MuJoCo parameters mixed as MuJoCo mixes them (priority, else max condim / friction and
+``solmix``-weighted solref / solimp).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import warp as wp
+
+vec5 = wp.types.vector(length=5, dtype=wp.float32)
+
+
+@wp.struct
+class GeomParams:
+    """Per-geom MuJoCo contact parameters (of the one MjModel) and per-shape geom/world maps."""
+
+    shape_geom: wp.array(dtype=wp.int32)  # MuJoCo geom of each armillary shape (-1: none)
+    shape_world: wp.array(dtype=wp.int32)  # world of each shape (-1: global, -2: not converted)
+    priority: wp.array(dtype=wp.int32)
+    condim: wp.array(dtype=wp.int32)
+    friction: wp.array(dtype=wp.vec3)  # sliding, torsional, rolling
+    solref: wp.array(dtype=wp.vec2)
+    solimp: wp.array(dtype=vec5)
+    solmix: wp.array(dtype=float)
+
+
+@wp.func
+def _tangent_frame(n: wp.vec3):
+    """Rows: the normal and two unit tangents (a right-handed contact frame)."""
+    a = wp.vec3(1.0, 0.0, 0.0)
+    if wp.abs(n[0]) >= 0.5:
+        a = wp.vec3(0.0, 1.0, 0.0)
+    t1 = wp.normalize(wp.cross(n, a))
+    t2 = wp.cross(n, t1)
+    return wp.mat33(n[0], n[1], n[2], t1[0], t1[1], t1[2], t2[0], t2[1], t2[2])
+
+
+@wp.kernel
+def inject_contacts_kernel(
+    # Model:
+    geoms: GeomParams,
+    shape_body: wp.array(dtype=wp.int32),
+    # State in:
+    body_q: wp.array(dtype=wp.transform),
+    # Contacts in (armillary):
+    rigid_contact_count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),  # body frame [m]
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),  # world, shape 0 -> shape 1
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    naconmax: int,
+    # MuJoCo Warp contacts out:
+    nacon: wp.array(dtype=int),
+    dist_out: wp.array(dtype=float),
+    pos_out: wp.array(dtype=wp.vec3),
+    frame_out: wp.array(dtype=wp.mat33),
+    includemargin_out: wp.array(dtype=float),
+    friction_out: wp.array(dtype=vec5),
+    solref_out: wp.array(dtype=wp.vec2),
+    solreffriction_out: wp.array(dtype=wp.vec2),
+    solimp_out: wp.array(dtype=vec5),
+    dim_out: wp.array(dtype=int),
+    geom_out: wp.array(dtype=wp.vec2i),
+    flex_out: wp.array(dtype=wp.vec2i),
+    elem_out: wp.array(dtype=wp.vec2i),
+    vert_out: wp.array(dtype=wp.vec2i),
+    worldid_out: wp.array(dtype=int),
+    type_out: wp.array(dtype=int),
+    geomcollisionid_out: wp.array(dtype=int),
+):
+    k = wp.tid()
+    if k >= wp.min(rigid_contact_count[0], shape0.shape[0]):
+        return
+    a = shape0[k]
+    b = shape1[k]
+    if a < 0 or b < 0:
+        return
+    ga = geoms.shape_geom[a]
+    gb = geoms.shape_geom[b]
+    if ga < 0 or gb < 0:
+        return
+    world = geoms.shape_world[a]
+    if world < 0:
+        world = geoms.shape_world[b]
+    if world < 0:
+        return
+    n = normal[k]
+    pa = point0[k]
+    ba = shape_body[a]
+    if ba >= 0:
+        pa = wp.transform_point(body_q[ba], pa)
+    pb = point1[k]
+    bb = shape_body[b]
+    if bb >= 0:
+        pb = wp.transform_point(body_q[bb], pb)
+    xa = pa + n * margin0[k]
+    xb = pb - n * margin1[k]
+    slot = wp.atomic_add(nacon, 0, 1)
+    if slot >= naconmax:
+        return  # buffer full: MuJoCo Warp reports the overflow through nacon > naconmax
+    # MuJoCo's parameter mixing of the two geoms
+    pa_ = geoms.priority[ga]
+    pb_ = geoms.priority[gb]
+    condim = int(0)
+    fr = wp.vec3()
+    solref = wp.vec2()
+    solimp = vec5()
+    if pa_ != pb_:
+        g = ga
+        if pb_ > pa_:
+            g = gb
+        condim = geoms.condim[g]
+        fr = geoms.friction[g]
+        solref = geoms.solref[g]
+        solimp = geoms.solimp[g]
+    else:
+        condim = wp.max(geoms.condim[ga], geoms.condim[gb])
+        fr = wp.max(geoms.friction[ga], geoms.friction[gb])
+        s1 = geoms.solmix[ga]
+        s2 = geoms.solmix[gb]
+        mix = float(0.5)
+        if s1 + s2 >= 1.0e-15:
+            mix = s1 / (s1 + s2)
+        r1 = geoms.solref[ga]
+        r2 = geoms.solref[gb]
+        if r1[0] > 0.0 and r2[0] > 0.0:
+            solref = mix * r1 + (1.0 - mix) * r2
+        else:
+            solref = wp.min(r1, r2)
+        solimp = mix * geoms.solimp[ga] + (1.0 - mix) * geoms.solimp[gb]
+    dist_out[slot] = wp.dot(n, xb - xa)
+    pos_out[slot] = 0.5 * (xa + xb)
+    frame_out[slot] = _tangent_frame(n)
+    includemargin_out[slot] = 0.0  # dist already runs between the margin-offset surfaces
+    friction_out[slot] = vec5(fr[0], fr[0], fr[1], fr[2], fr[2])
+    solref_out[slot] = solref
+    solreffriction_out[slot] = wp.vec2(0.0, 0.0)
+    solimp_out[slot] = solimp
+    dim_out[slot] = condim
+    geom_out[slot] = wp.vec2i(ga, gb)
+    if flex_out.shape[0] > 0:  # allocated only for models with flexes
+        flex_out[slot] = wp.vec2i(-1, -1)
+        elem_out[slot] = wp.vec2i(-1, -1)
+        vert_out[slot] = wp.vec2i(-1, -1)
+    worldid_out[slot] = world
+    type_out[slot] = 1  # ContactType.CONSTRAINT
+    geomcollisionid_out[slot] = k
+
+
+class WarpContactInjector:
+    """Tables and the per-step launch writing armillary contacts into a MuJoCo Warp ``Data``."""
+
+    def __init__(self, solver, mjw_model):
+        from .contacts import ContactInjector
+
+        host = ContactInjector(solver)  # the shape -> geom / world maps of the C path
+        m, dev = solver.mj_model, wp.get_device(solver.model.device)
+        self.device = dev
+        p = GeomParams()
+        p.shape_geom = wp.array(host.shape_geom.astype(np.int32), dtype=wp.int32, device=dev)
+        p.shape_world = wp.array(host.shape_world.astype(np.int32), dtype=wp.int32, device=dev)
+        p.priority = wp.array(m.geom_priority.astype(np.int32), dtype=wp.int32, device=dev)
+        p.condim = wp.array(m.geom_condim.astype(np.int32), dtype=wp.int32, device=dev)
+        p.friction = wp.array(m.geom_friction.astype(np.float32), dtype=wp.vec3, device=dev)
+        p.solref = wp.array(m.geom_solref.astype(np.float32), dtype=wp.vec2, device=dev)
+        p.solimp = wp.array(m.geom_solimp.astype(np.float32), dtype=vec5, device=dev)
+        p.solmix = wp.array(m.geom_solmix.astype(np.float32), dtype=float, device=dev)
+        self.params = p
+        mjw_model.opt.run_collision_detection = False
+
+    def inject(self, solver, state_in, contacts, d) -> None:
+        """Replace ``d``'s contacts by ``contacts`` (``None``: no contacts) at ``state_in``."""
+        d.nacon.zero_()
+        if contacts is None or int(getattr(contacts, "rigid_contact_max", 0) or 0) == 0:
+            return
+        c = d.contact
+        solver._launches.launch(
+            inject_contacts_kernel, dim=int(contacts.rigid_contact_max),
+            inputs=[self.params, solver.model.shape_body, state_in.body_q, contacts.rigid_contact_count,
+                    contacts.rigid_contact_shape0, contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
+                    contacts.rigid_contact_point1, contacts.rigid_contact_normal, contacts.rigid_contact_margin0,
+                    contacts.rigid_contact_margin1, int(c.dist.shape[0])],
+            outputs=[d.nacon, c.dist, c.pos, c.frame, c.includemargin, c.friction, c.solref, c.solreffriction,
+                     c.solimp, c.dim, c.geom, c.flex, c.elem, c.vert, c.worldid, c.type, c.geomcollisionid],
+            device=self.device,
+        )  # fmt: skip
