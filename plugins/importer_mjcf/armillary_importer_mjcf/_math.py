@@ -69,18 +69,18 @@ def axis_angle(axis, angle) -> np.ndarray:
 
 
 def quat_z_to(v) -> np.ndarray:
-    """Minimal rotation taking +Z onto ``v`` (MuJoCo's ``zaxis`` / ``fromto`` convention)."""
+    """Minimal rotation taking +Z onto ``v``, computed as MuJoCo's ``mjuu_z2quat`` does (``zaxis``,
+    ``fromto``): axis ``z x v`` (``+X`` when parallel), angle ``atan2(|z x v|, v_z)``."""
     v = np.asarray(v, dtype=np.float64)
-    v = v / np.linalg.norm(v)
-    z = np.array([0.0, 0.0, 1.0])
-    d = float(np.dot(z, v))
-    if d > 1.0 - 1e-14:
-        return QI.copy()
-    if d < -1.0 + 1e-14:
-        return np.array([0.0, 1.0, 0.0, 0.0])
-    c = np.cross(z, v)
-    ang = math.acos(max(-1.0, min(1.0, d)))
-    return axis_angle(c, ang)
+    axis = np.array([0.0 * v[2] - 1.0 * v[1], 1.0 * v[0] - 0.0 * v[2], 0.0 * v[1] - 0.0 * v[0]])
+    s = math.sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2])
+    if s < 1e-10:
+        axis = np.array([1.0, 0.0, 0.0])
+    else:
+        axis = axis / s
+    ang = math.atan2(s, float(v[2]))
+    sh = math.sin(ang / 2)
+    return np.array([math.cos(ang / 2), axis[0] * sh, axis[1] * sh, axis[2] * sh])
 
 
 class Tf:

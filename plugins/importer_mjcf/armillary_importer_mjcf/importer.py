@@ -40,6 +40,12 @@ _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 _SITE_TYPES = ("sphere", "capsule", "ellipsoid", "cylinder", "box")
 _JOINT_TYPES = ("free", "ball", "slide", "hinge")
 _ORIENT_KEYS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
+# vector attributes MuJoCo reads "up to n" numbers into the value inherited from the default class
+# chain: a class's friction="0.5" over "1 0.005 0.0001" gives "0.5 0.005 0.0001" (attributes that
+# need all their numbers, e.g. pos, axis, range, rgba, and tendon springlength, whose single value
+# means both, are replaced whole)
+_PARTIAL_VECTORS = frozenset(("size", "friction", "solref", "solimp", "solreflimit", "solimplimit", "solreffriction",
+                              "solimpfriction", "fluidcoef", "gainprm", "biasprm", "dynprm"))  # fmt: skip
 _IGNORED_TOP = ("visual", "statistic", "size", "custom", "extension", "keyframe", "sensor", "deformable", "skin")
 _MINVAL = 1e-15
 _SOLREF0 = (0.02, 1.0)  # MuJoCo's defaults for missing trailing solref / solimp numbers
@@ -228,12 +234,17 @@ class _Parser:
 
     # ------------------------------------------------------------------ defaults
     def resolve(self, el, tag: str, cls: str) -> dict:
-        c = el.get("class") or cls
-        if c not in self.defaults:
-            raise self.err(el, f"unknown default class {c!r}")
-        base = self.defaults[c].get(_DEFAULT_BUCKET.get(tag, tag), {})
-        out = dict(base)
-        out.update(el.attrib)
+        """``el``'s attributes over its default class chain; a partially given vector attribute
+        (``_PARTIAL_VECTORS``) keeps the trailing numbers of the value it overrides, as in MuJoCo."""
+        out: dict = {}
+        for attrs in self.resolve_levels(el, tag, cls):
+            for k, v in attrs.items():
+                old = out.get(k)
+                if old is not None and k in _PARTIAL_VECTORS:
+                    new, prev = v.replace(",", " ").split(), old.replace(",", " ").split()
+                    if 0 < len(new) < len(prev):
+                        v = " ".join(new + prev[len(new):])
+                out[k] = v
         return out
 
     def _parse_default(self, el, parent: dict, name: str, parent_levels: tuple = ()):
@@ -278,9 +289,10 @@ class _Parser:
         self.default_levels = {"main": ()}
         for el in root:
             if el.tag == "default":
-                top = el.get("class", "main") != "main"
-                self._parse_default(el, self.defaults.get("main", {}) if top else {}, el.get("class", "main"),
-                                    self.default_levels.get("main", ()) if top else ())  # fmt: skip
+                # a top-level class inherits from main; a second top-level main <default> (e.g. one
+                # from an <include>d file and the model's own) adds to main, as in MuJoCo (classes
+                # defined before it keep the main they copied)
+                self._parse_default(el, self.defaults["main"], el.get("class", "main"), self.default_levels["main"])
         self.options = {}
         self.gravity = None
         for el in root:
@@ -548,7 +560,8 @@ class _Parser:
                 size[1] = 0.5 * length
             else:
                 size[2] = 0.5 * length
-            return pre * Tf(0.5 * (p0 + p1), quat_z_to(d)), size
+            # MuJoCo: the frame's z axis points from "to" to "from" (mjuu_z2quat(from - to))
+            return pre * Tf(0.5 * (p0 + p1), quat_z_to(p0 - p1)), size
         return pre * self.pose(el, a), size
 
     def _geom(self, el, pre: Tf, cc: str) -> dict:

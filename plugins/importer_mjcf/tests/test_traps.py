@@ -446,3 +446,82 @@ def test_collapse_fixed_joints_merges_jointless_children():
     assert full.body_count == 2 and coll.body_count == 1
     assert coll.body_mass[0] == pytest.approx(full.body_mass[0] + full.body_mass[1])
     assert coll.shape_count == 2
+
+
+PARTIAL_DEFAULTS_XML = """<mujoco><default>
+  <geom friction="0.9 0.02 0.003" solimp="0.8 0.85 0.002 0.4 3" solref="0.03 2" size="0.1 0.2 0.3"/>
+  <joint solimplimit="0.7 0.8 0.003 0.6 4" solreflimit="0.05 3" solimpfriction="0.6 0.7 0.004 0.3 5"/>
+  <tendon solimplimit="0.7 0.8 0.003 0.6 4" solreflimit="0.05 3"/>
+  <site size="0.1 0.2 0.3"/>
+  <default class="c1">
+    <geom friction="0.5" solimp="0.6" solref="0.04" size="0.2"/>
+    <joint solimplimit="0.5" solreflimit="0.07" solimpfriction="0.2 0.3"/>
+    <tendon solimplimit="0.5" solreflimit="0.07"/>
+    <site size="0.2"/>
+    <default class="c2"><geom friction="0.4 0.1"/></default>
+  </default>
+</default>
+<worldbody>
+  <body name="a" pos="0 0 1"><joint name="j1" class="c1" range="-1 1"/><geom name="g1" class="c1" type="box"/>
+    <site name="s1" class="c1" type="box"/>
+    <body name="b" pos="0 0 1" childclass="c2"><joint name="j2" range="-1 1" solimplimit="0.1 0.2"/>
+      <geom name="g2" type="box" friction="0.3" size="0.05 0.06"/>
+      <geom name="g3" type="box" friction="0.35 0.2 0.1 " solimp="0.55 0.65"/></body>
+  </body>
+</worldbody>
+<tendon><fixed name="t1" class="c1" limited="true" range="0 1"><joint joint="j1" coef="1"/></fixed>
+  <fixed name="t2" limited="true" range="0 1" solimplimit="0.3"><joint joint="j2" coef="1"/></fixed></tendon>
+</mujoco>"""
+
+
+def test_partial_vector_attributes_fill_over_the_default_chain_like_mujoco():
+    """A class's (or element's) friction="0.5" overrides only the leading numbers of the inherited
+    vector; the rest come from the class chain (geoms, sites, joints, tendons), as MuJoCo compiles."""
+    m = mujoco.MjModel.from_xml_string(PARTIAL_DEFAULTS_XML)
+    model = _load(PARTIAL_DEFAULTS_XML).finalize(device="cpu")
+    labels = list(model.shape_label)
+    mu = np.stack([model.shape_material_mu.numpy(), model.shape_material_mu_torsional.numpy(),
+                   model.shape_material_mu_rolling.numpy()], axis=1)  # fmt: skip
+    scale = model.shape_scale.numpy()
+    ns = getattr(model, "mujoco", None)
+    for g in ("g1", "g2", "g3"):
+        s, gid = labels.index(g), m.geom(g).id
+        np.testing.assert_allclose(mu[s], m.geom_friction[gid], rtol=1e-6, err_msg=g)
+        np.testing.assert_allclose(scale[s], m.geom_size[gid], rtol=1e-6, err_msg=g)
+        if ns is not None:  # the mujoco:* attributes (SolverMuJoCo installed)
+            np.testing.assert_allclose(ns.geom_solimp.numpy()[s], m.geom_solimp[gid], rtol=1e-12, err_msg=g)
+            np.testing.assert_allclose(ns.solref.numpy()[s], m.geom_solref[gid], rtol=1e-12, err_msg=g)
+    s = labels.index("s1")
+    np.testing.assert_allclose(scale[s], m.site_size[m.site("s1").id], rtol=1e-6)
+    if ns is None:
+        return
+    jl = list(model.joint_label)
+    for j in ("j1", "j2"):
+        d = model.joint_qd_start.numpy()[jl.index(j)]
+        jid = m.joint(j).id
+        np.testing.assert_allclose(ns.solimplimit.numpy()[d], m.jnt_solimp[jid], rtol=1e-12, err_msg=j)
+        np.testing.assert_allclose(ns.solreflimit.numpy()[d], m.jnt_solref[jid], rtol=1e-12, err_msg=j)
+        np.testing.assert_allclose(ns.solimpfriction.numpy()[d], m.dof_solimp[m.jnt_dofadr[jid]], rtol=1e-12, err_msg=j)
+    np.testing.assert_allclose(ns.tendon_solimp_limit.numpy(), m.tendon_solimp_lim, rtol=1e-12)
+    np.testing.assert_allclose(ns.tendon_solref_limit.numpy(), m.tendon_solref_lim, rtol=1e-12)
+
+
+def test_a_second_main_default_adds_to_the_first_like_mujoco():
+    """Two top-level main <default> elements (e.g. one from an <include>d file, as dm_control's jaco):
+    the second adds to main; a class defined before it keeps the main it copied."""
+    xml = """<mujoco>
+      <default><geom solref="0.01 1" friction="0.7"/><default class="early"><geom condim="1"/></default></default>
+      <default><geom solimp="0.8 0.9"/><default class="late"><geom condim="4"/></default></default>
+      <worldbody><body name="a"><freejoint/><geom name="a" size="1"/><geom name="b" class="early" size="1"/>
+        <geom name="c" class="late" size="1"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    model = _load(xml).finalize(device="cpu")
+    labels = list(model.shape_label)
+    ns = getattr(model, "mujoco", None)
+    for g in "abc":
+        s, gid = labels.index(g), m.geom(g).id
+        assert model.shape_material_mu.numpy()[s] == pytest.approx(m.geom_friction[gid][0], rel=1e-6)
+        if ns is not None:
+            np.testing.assert_allclose(ns.solref.numpy()[s], m.geom_solref[gid], rtol=1e-12, err_msg=g)
+            np.testing.assert_allclose(ns.geom_solimp.numpy()[s], m.geom_solimp[gid], rtol=1e-12, err_msg=g)
+            assert int(ns.condim.numpy()[s]) == int(m.geom_condim[gid]), g

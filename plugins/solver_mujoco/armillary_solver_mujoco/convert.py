@@ -57,6 +57,38 @@ class Names:
         return f"s{s}"
 
 
+def decimal64(values) -> np.ndarray:
+    """float64 copies of float32 model data, each value widened to the number it was rounded from
+    when that is recognisable.
+
+    Our model stores its parameters in float32. Widening ``np.float32(0.1)`` directly gives
+    ``0.10000000149011612``, 1.5e-9 away from the ``0.1`` an MJCF author (or a script) wrote, and
+    contact-rich rollouts amplify such differences. Every decimal with at most 6 significant digits
+    (``FLT_DIG``) survives a float32 round trip, so a float32 value whose shortest decimal
+    (``str(np.float32(0.1)) == "0.1"``) has at most 6 significant digits is read back as that
+    decimal: exactly the authored number. Other values (7 to 9 digits: mostly computed ones such
+    as normalised quaternions or masses from densities, whose float32 value is the best estimate
+    and whose shortest decimal may be another half-ulp off) are widened exactly. Values that are
+    not float32 (float64 custom attributes) are returned unchanged.
+    """
+    a = np.asarray(values)
+    if a.dtype != np.float32:
+        return a.astype(np.float64)
+    if a.size == 0:
+        return a.astype(np.float64)
+    # replicated worlds repeat their values: convert each distinct bit pattern once (keeps -0.0)
+    u, inv = np.unique(np.ascontiguousarray(a).reshape(-1).view(np.uint32), return_inverse=True)
+    dec = np.array([_authored(v) for v in u.view(np.float32)], dtype=np.float64)
+    return dec[inv.reshape(-1)].reshape(a.shape)
+
+
+def _authored(v) -> float:
+    """The number a float32 ``v`` was most likely rounded from (see :func:`decimal64`)."""
+    text = str(v)  # the shortest decimal that rounds to v
+    digits = text.lower().split("e")[0].lstrip("+-").replace(".", "").strip("0")
+    return float(text) if len(digits) <= 6 else float(v)
+
+
 def _wxyz(q_xyzw) -> list:
     x, y, z, w = (float(v) for v in q_xyzw)
     return [w, x, y, z]
@@ -168,7 +200,10 @@ def _custom(model, name):
     if ns is None:
         return None
     arr = getattr(ns, name, None)
-    return None if arr is None else arr.numpy()
+    if arr is None:
+        return None
+    arr = arr.numpy()
+    return decimal64(arr) if arr.dtype == np.float32 else arr
 
 
 def convert_model(model, *, options: dict | None = None, include_sites: bool = True,
@@ -198,7 +233,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     spec = mujoco.MjSpec()
     spec.compiler.degree = False
     spec.compiler.autolimits = True
-    g = model.gravity.numpy().reshape(-1, 3)[0]
+    g = decimal64(model.gravity.numpy().reshape(-1, 3)[0])
     spec.option.gravity = [float(x) for x in g]
     _apply_options(spec, model, options or {})
 
@@ -207,24 +242,24 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     jparent = model.joint_parent.numpy() if model.joint_count else np.zeros(0, np.int32)
     jchild = model.joint_child.numpy() if model.joint_count else np.zeros(0, np.int32)
     jart = model.joint_articulation.numpy() if model.joint_count else np.zeros(0, np.int32)
-    X_p = model.joint_X_p.numpy() if model.joint_count else np.zeros((0, 7))
-    X_c = model.joint_X_c.numpy() if model.joint_count else np.zeros((0, 7))
-    axis = model.joint_axis.numpy() if model.joint_dof_count else np.zeros((0, 3))
+    X_p = decimal64(model.joint_X_p.numpy()) if model.joint_count else np.zeros((0, 7))
+    X_c = decimal64(model.joint_X_c.numpy()) if model.joint_count else np.zeros((0, 7))
+    axis = decimal64(model.joint_axis.numpy()) if model.joint_dof_count else np.zeros((0, 3))
     q_start = model.joint_q_start.numpy()
     qd_start = model.joint_qd_start.numpy()
     dof_dim = model.joint_dof_dim.numpy() if model.joint_count else np.zeros((0, 2), np.int32)
-    lower = model.joint_limit_lower.numpy() if model.joint_dof_count else None
-    upper = model.joint_limit_upper.numpy() if model.joint_dof_count else None
-    armature = model.joint_armature.numpy() if model.joint_dof_count else None
-    damping = model.joint_damping.numpy() if model.joint_dof_count else None
-    friction = model.joint_friction.numpy() if model.joint_dof_count else None
-    stiffness = model.joint_stiffness.numpy() if model.joint_dof_count else None
-    rest_q = model.joint_rest_q.numpy() if model.joint_coord_count else None
-    q_init = model.joint_q.numpy().astype(np.float64) if model.joint_coord_count else np.zeros(0)
+    lower = decimal64(model.joint_limit_lower.numpy()) if model.joint_dof_count else None
+    upper = decimal64(model.joint_limit_upper.numpy()) if model.joint_dof_count else None
+    armature = decimal64(model.joint_armature.numpy()) if model.joint_dof_count else None
+    damping = decimal64(model.joint_damping.numpy()) if model.joint_dof_count else None
+    friction = decimal64(model.joint_friction.numpy()) if model.joint_dof_count else None
+    stiffness = decimal64(model.joint_stiffness.numpy()) if model.joint_dof_count else None
+    rest_q = decimal64(model.joint_rest_q.numpy()) if model.joint_coord_count else None
+    q_init = decimal64(model.joint_q.numpy()) if model.joint_coord_count else np.zeros(0)
     body_flags = model.body_flags.numpy() if model.body_count else np.zeros(0, np.int32)
-    mass = model.body_mass.numpy() if model.body_count else None
-    com = model.body_com.numpy() if model.body_count else None
-    inertia = model.body_inertia.numpy() if model.body_count else None
+    mass = decimal64(model.body_mass.numpy()) if model.body_count else None
+    com = decimal64(model.body_com.numpy()) if model.body_count else None
+    inertia = decimal64(model.body_inertia.numpy()) if model.body_count else None
     solreflimit = _custom(model, "solreflimit")
     solimplimit = _custom(model, "solimplimit")
     solreffriction = _custom(model, "solreffriction")
@@ -300,12 +335,11 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
             _scalar_params(jn, ds, armature, damping, friction, None, None, kin, solreffriction, solimpfriction)
             _ball_limits(jn, ds, lower, upper, solreflimit, solimplimit, limit_margin)
             if np.any(stiffness[ds:ds + 3] != 0.0):
-                note(f"SolverMuJoCo: BALL joint {j} stiffness uses the mean of its 3 DOFs as MuJoCo's isotropic spring")
+                if np.ptp(stiffness[ds:ds + 3]) > 0.0:
+                    note(f"SolverMuJoCo: BALL joint {j} stiffness uses the mean of its 3 DOFs as MuJoCo's isotropic "
+                         "spring")  # fmt: skip
                 jn.stiffness = [float(np.mean(stiffness[ds:ds + 3])), 0.0, 0.0]
-                r = rest_q[qs:qs + 4]
-                if np.any(np.abs(r - np.array([0, 0, 0, 1.0])) > 1e-9):
-                    note(f"SolverMuJoCo: BALL joint {j} quaternion rest orientation is not converted; MuJoCo's "
-                         "spring rests at the joint's zero rotation")  # fmt: skip
+            # the spring's rest orientation (MuJoCo's qpos_spring) is set after compiling: MjSpec has none
             joint_entries.append((j, "ball", [Names.joint(j)]))
             if kin:
                 kinematic_dofs.extend(range(ds, ds + 3))
@@ -340,7 +374,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     bodies_missing = [int(b) for b in w0.bodies if int(b) not in mj_body]
     for b in bodies_missing:  # bodies without a tree joint: static, attached to the world
         note(f"SolverMuJoCo: body {b} ({model.body_label[b]!r}) has no tree joint; it is welded to the world")
-        q = model.body_q.numpy()[b]
+        q = decimal64(model.body_q.numpy()[b])
         body = spec.worldbody.add_body(name=Names.body(b), pos=[float(v) for v in q[:3]], quat=_wxyz(q[3:7]))
         _set_inertial(body, mass[b], com[b], inertia[b])
         mj_body[b] = body
@@ -352,7 +386,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     # ------------------------------------------------------------------ equalities
     eq_solref, eq_solimp = _custom(model, "eq_solref"), _custom(model, "eq_solimp")
     mimic = model.joint_mimic_joint.numpy() if model.joint_count else np.zeros(0)
-    coeffs = model.joint_mimic_coeffs.numpy() if model.joint_count else np.zeros((0, 2))
+    coeffs = decimal64(model.joint_mimic_coeffs.numpy()) if model.joint_count else np.zeros((0, 2))
     entry_names = {j: names for j, _, names in joint_entries}
     for j in w0.joints:
         r = int(mimic[j])
@@ -408,10 +442,7 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     # ------------------------------------------------------------------ drives as actuators
     actuators = _add_actuators(spec, model, joint_entries, qd_start, jt, note)
 
-    try:
-        mj_model = spec.compile()
-    except Exception as e:  # noqa: BLE001 - report MuJoCo's compiler message with context
-        raise ValueError(f"SolverMuJoCo: MuJoCo could not compile the converted model: {e}") from e
+    mj_model = _compile(spec, mj_body, mass, com, inertia)
 
     # index maps
     joint_map = []
@@ -419,6 +450,11 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
         if kind == "fixed":
             continue
         jid = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_JOINT, names[0])
+        if kind == "ball":
+            qs = int(q_start[j])
+            rest = ball_spring_qpos(rest_q[qs:qs + 4], X_c[j, 3:7])
+            if rest is not None:
+                mj_model.qpos_spring[mj_model.jnt_qposadr[jid]:mj_model.jnt_qposadr[jid] + 4] = rest
         joint_map.append((j, kind, int(q_start[j]), int(qd_start[j]), int(mj_model.jnt_qposadr[jid]),
                           int(mj_model.jnt_dofadr[jid]), int(qd_start[j + 1] - qd_start[j])))  # fmt: skip
     body_ids = np.full(int(model.body_count), -1, np.int64)
@@ -431,6 +467,38 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     return Conversion(spec=spec, mj_model=mj_model, world_count=W, worlds=worlds, global_shapes=global_shapes,
                       joint_map=joint_map, actuators=act, body_ids=body_ids, geom_ids=geom_ids,
                       kinematic_dofs=np.asarray(kinematic_dofs, np.int64), warnings=notes)  # fmt: skip
+
+
+def ball_spring_qpos(rest_xyzw, child_rot_xyzw):
+    """MuJoCo ``qpos_spring`` (wxyz) of a BALL joint whose rest orientation is ``rest_xyzw``, or
+    ``None`` for the identity (MuJoCo's default). A BALL quaternion is expressed in MuJoCo's body
+    frame, i.e. conjugated by the child anchor rotation ``X_c`` (as :class:`.StateMap` maps
+    ``joint_q``)."""
+    r = np.asarray(rest_xyzw, np.float64)
+    n = np.linalg.norm(r)
+    if n <= 0.0 or np.all(r / n == np.array([0.0, 0.0, 0.0, 1.0])):
+        return None
+    rc = np.asarray(child_rot_xyzw, np.float64)
+    rc = rc / np.linalg.norm(rc)
+    return np.asarray(_wxyz(_quat_mul(_quat_mul(rc, r / n), _quat_conj(rc))))
+
+
+def _compile(spec, mj_body, mass, com, inertia):
+    """Compile; a massless body MuJoCo rejects as a moving body without mass (e.g. an intermediate
+    link between stacked joints) gets 1e-9 kg and the compile is retried."""
+    import re
+
+    massless = {Names.body(b): b for b in mj_body if b >= 0 and mass[b] <= 0.0}
+    while True:
+        try:
+            return spec.compile()
+        except Exception as e:  # noqa: BLE001 - report MuJoCo's compiler message with context
+            msg = str(e)
+            named = re.search(r"Element name '([^']*)'", msg)
+            b = massless.pop(named.group(1), None) if named and "mass and inertia" in msg else None
+            if b is None:
+                raise ValueError(f"SolverMuJoCo: MuJoCo could not compile the converted model: {e}") from e
+            _set_inertial(mj_body[b], mass[b], com[b], inertia[b], tiny_if_massless=True)
 
 
 def _joint_tf(t, axis, ds, qs, dim, q):
@@ -485,19 +553,37 @@ def _topological(tree, jparent, jchild):
     return out
 
 
-def _set_inertial(body, m, c, I):
+def _set_inertial(body, m, c, I, tiny_if_massless=False):
+    """Explicit inertial of a MuJoCo body from our mass, center of mass and inertia (about the com).
+
+    A massless body stays massless (MuJoCo accepts that wherever the subtree below a joint has
+    mass, as for an MJCF body without geoms); ``tiny_if_massless`` gives it 1e-9 kg instead, for
+    the models MuJoCo rejects that way. A diagonal inertia is passed as principal moments with
+    the identity ``iquat``, as an MJCF ``diaginertia`` compiles, not through MuJoCo's
+    eigen-decomposition of a full inertia.
+    """
     body.explicitinertial = True
-    body.mass = float(m)
     body.ipos = [float(v) for v in c]
+    if m <= 0.0:
+        body.mass = 1.0e-9 if tiny_if_massless else 0.0
+        body.inertia = [1.0e-12] * 3 if tiny_if_massless else [0.0, 0.0, 0.0]
+        body.iquat = [1.0, 0.0, 0.0, 0.0]
+        return
+    body.mass = float(m)
     I = np.asarray(I, dtype=np.float64)
-    a, b, c = np.sort(np.linalg.eigvalsh(0.5 * (I + I.T)))
+    I = 0.5 * (I + I.T)
+    if not np.any(I - np.diag(np.diag(I))):
+        d = np.diag(I)
+        a, b, c = np.sort(d)
+        if a + b >= c:
+            body.inertia = [float(v) for v in d]
+            body.iquat = [1.0, 0.0, 0.0, 0.0]
+            return
+    a, b, c = np.sort(np.linalg.eigvalsh(I))
     deficit = c - (a + b)
     if 0.0 < deficit <= 1.0e-5 * max(c, 1e-30):  # float32 round-off of an inertia on the A + B = C edge
         I = I + 2.0 * deficit * np.eye(3)
     body.fullinertia = [I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]
-    if m <= 0.0:
-        body.mass = 1.0e-9
-        body.fullinertia = [1.0e-12, 1.0e-12, 1.0e-12, 0.0, 0.0, 0.0]
 
 
 def _scalar_params(jn, i, armature, damping, friction, stiffness, rest, kinematic, solreffriction, solimpfriction):
@@ -535,12 +621,12 @@ def _add_shapes(spec, model, mj_body, shapes, include_sites, skip_visual_only, u
         return {}
     st = model.shape_type.numpy()
     sb = model.shape_body.numpy()
-    tf = model.shape_transform.numpy()
-    scale = model.shape_scale.numpy()
+    tf = decimal64(model.shape_transform.numpy())
+    scale = decimal64(model.shape_scale.numpy())
     flags = model.shape_flags.numpy()
-    mu = model.shape_material_mu.numpy()
-    mu_t = model.shape_material_mu_torsional.numpy()
-    mu_r = model.shape_material_mu_rolling.numpy()
+    mu = decimal64(model.shape_material_mu.numpy())
+    mu_t = decimal64(model.shape_material_mu_torsional.numpy())
+    mu_r = decimal64(model.shape_material_mu_rolling.numpy())
     condim = _custom(model, "condim")
     priority = _custom(model, "geom_priority")
     solref = _custom(model, "solref")
@@ -550,8 +636,8 @@ def _add_shapes(spec, model, mj_body, shapes, include_sites, skip_visual_only, u
     gap = _custom(model, "gap")
     contype = _custom(model, "contype")
     conaffinity = _custom(model, "conaffinity")
-    gap_ours = model.shape_gap.numpy()
-    margin_ours = model.shape_margin.numpy()
+    gap_ours = decimal64(model.shape_gap.numpy())
+    margin_ours = decimal64(model.shape_margin.numpy())
     sources = model.shape_source
     geom_of = {}
     mesh_names = {}
@@ -705,10 +791,10 @@ def _add_actuators(spec, model, joint_entries, qd_start, jt, note):
 
     if not model.joint_dof_count:
         return []
-    ke = model.joint_target_ke.numpy()
-    kd = model.joint_target_kd.numpy()
+    ke = decimal64(model.joint_target_ke.numpy())
+    kd = decimal64(model.joint_target_kd.numpy())
     mode = model.joint_target_mode.numpy()
-    effort = model.joint_effort_limit.numpy()
+    effort = decimal64(model.joint_effort_limit.numpy())
     out = []
     for j, kind, names in joint_entries:
         if kind != "scalar":

@@ -12,7 +12,7 @@ import numpy as np
 
 from armillary.flags import ModelFlags
 
-from .convert import KINEMATIC_ARMATURE
+from .convert import KINEMATIC_ARMATURE, ball_spring_qpos, decimal64
 
 INERTIAL = ModelFlags.BODY_INERTIAL_PROPERTIES
 DOF = (ModelFlags.JOINT_DOF_PROPERTIES | ModelFlags.JOINT_DOF_FORCE_PROPERTIES
@@ -24,7 +24,10 @@ PUSHABLE = INERTIAL | DOF | SHAPE | MODEL
 
 def _principal(inertia):
     """(moments (3,), iquat wxyz) of a symmetric 3x3 inertia matrix."""
-    vals, vecs = np.linalg.eigh(np.asarray(inertia, dtype=np.float64))
+    inertia = np.asarray(inertia, dtype=np.float64)
+    if not np.any(inertia - np.diag(np.diag(inertia))):  # diagonal: its own principal frame, as converted
+        return np.maximum(np.diag(inertia), 0.0), np.array([1.0, 0.0, 0.0, 0.0])
+    vals, vecs = np.linalg.eigh(inertia)
     if np.linalg.det(vecs) < 0:
         vecs[:, 0] = -vecs[:, 0]
     import mujoco
@@ -54,6 +57,10 @@ class ParameterWriter:
         # scalar DOFs: (our dof, our coordinate, mj dof, mj joint, kinematic)
         m = conv.mj_model
         rows = []
+        X_c = solver.model.joint_X_c.numpy() if solver.model.joint_count else np.zeros((0, 7))
+        # BALL joints: (our first dof, our first coordinate, mj joint, mj qpos address, child anchor rotation)
+        self.ball_rows = [(ds, qs, int(m.dof_jntid[md]), mq, decimal64(X_c[j, 3:7]))
+                          for j, kind, qs, ds, mq, md, n in conv.joint_map if kind == "ball"]  # fmt: skip
         for j, kind, qs, ds, mq, md, n in conv.joint_map:
             if kind != "scalar":
                 continue
@@ -65,24 +72,36 @@ class ParameterWriter:
     def write(self, models, flags: int) -> None:
         """Write the parameter groups in ``flags`` into ``models[w]`` for every world."""
         model = self.solver.model
+        cache = {}
+
+        def A(name):  # float64 (decimal-widened) copy of a model array, made once for all worlds
+            if name not in cache:
+                cache[name] = decimal64(getattr(model, name).numpy())
+            return cache[name]
+
         for w, m in enumerate(models):
             if flags & INERTIAL and len(self.body_local):
-                mass = model.body_mass.numpy()
-                com = model.body_com.numpy()
-                inertia = model.body_inertia.numpy()
+                mass = A("body_mass")
+                com = A("body_com")
+                inertia = A("body_inertia")
                 for b, mid in zip(self.body_local + self.body_off[w], self.body_mj):
-                    moments, iq = _principal(inertia[b])
-                    m.body_mass[mid] = max(float(mass[b]), 1.0e-9)
                     m.body_ipos[mid] = com[b]
+                    if mass[b] <= 0.0:  # massless: as converted (0, or 1e-9 where MuJoCo needs a mass)
+                        if m.body_mass[mid] > 1.0e-9:
+                            m.body_mass[mid] = 1.0e-9
+                            m.body_inertia[mid] = 1.0e-12
+                        continue
+                    moments, iq = _principal(inertia[b])
+                    m.body_mass[mid] = float(mass[b])
                     m.body_inertia[mid] = np.maximum(moments, 1.0e-12)
                     m.body_iquat[mid] = iq
-            if flags & DOF and self.dof_rows:
-                arm = model.joint_armature.numpy()
-                damp = model.joint_damping.numpy()
-                fric = model.joint_friction.numpy()
-                stiff = model.joint_stiffness.numpy()
-                rest = model.joint_rest_q.numpy()
-                lo, hi = model.joint_limit_lower.numpy(), model.joint_limit_upper.numpy()
+            if flags & DOF and (self.dof_rows or self.ball_rows):
+                arm = A("joint_armature")
+                damp = A("joint_damping")
+                fric = A("joint_friction")
+                stiff = A("joint_stiffness")
+                rest = A("joint_rest_q")
+                lo, hi = A("joint_limit_lower"), A("joint_limit_upper")
                 off, qoff = int(self.d_off[w]), int(self.q_off[w])
                 for dof, coord, md, jid, kin in self.dof_rows:
                     i, c = dof + off, coord + qoff
@@ -93,8 +112,13 @@ class ParameterWriter:
                     m.qpos_spring[m.jnt_qposadr[jid]] = float(rest[c])
                     if m.jnt_limited[jid]:
                         m.jnt_range[jid] = [max(float(lo[i]), -1e9), min(float(hi[i]), 1e9)]
-                ke, kd = model.joint_target_ke.numpy(), model.joint_target_kd.numpy()
-                effort = model.joint_effort_limit.numpy()
+                for dof, coord, jid, adr, rc in self.ball_rows:
+                    i, c = dof + off, coord + qoff
+                    m.jnt_stiffness[jid] = float(np.mean(stiff[i:i + 3]))
+                    spring = ball_spring_qpos(rest[c:c + 4], rc)
+                    m.qpos_spring[adr:adr + 4] = [1.0, 0.0, 0.0, 0.0] if spring is None else spring
+                ke, kd = A("joint_target_ke"), A("joint_target_kd")
+                effort = A("joint_effort_limit")
                 for dof, aid, kind in self.acts:
                     i = dof + off
                     if kind == "p":
@@ -106,9 +130,9 @@ class ParameterWriter:
                     if m.actuator_forcelimited[aid]:
                         m.actuator_forcerange[aid] = [-float(effort[i]), float(effort[i])]
             if flags & SHAPE and len(self.shape_local):
-                mu = model.shape_material_mu.numpy()
-                mu_t = model.shape_material_mu_torsional.numpy()
-                mu_r = model.shape_material_mu_rolling.numpy()
+                mu = A("shape_material_mu")
+                mu_t = A("shape_material_mu_torsional")
+                mu_r = A("shape_material_mu_rolling")
                 ns = getattr(model, "mujoco", None)
                 for s, gid in zip(np.asarray(self.shape_local) + self.shape_off[w], self.shape_mj):
                     m.geom_friction[gid] = [mu[s], mu_t[s], mu_r[s]]
@@ -121,10 +145,10 @@ class ParameterWriter:
                         m.geom_margin[gid] = float(ns.margin.numpy()[s])
                         m.geom_gap[gid] = float(ns.gap.numpy()[s])
                     else:
-                        m.geom_margin[gid] = max(float(model.shape_margin.numpy()[s]), 0.0)
-                        m.geom_gap[gid] = max(float(model.shape_gap.numpy()[s]), 0.0)
+                        m.geom_margin[gid] = max(float(A("shape_margin")[s]), 0.0)
+                        m.geom_gap[gid] = max(float(A("shape_gap")[s]), 0.0)
             if flags & MODEL:
-                g = model.gravity.numpy().reshape(-1, 3)
+                g = decimal64(model.gravity.numpy().reshape(-1, 3))
                 m.opt.gravity[:] = g[min(w, len(g) - 1)]
 
 

@@ -491,6 +491,8 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         if value & int(PUSHABLE) and not structural:
             self.mj_models = per_world_models(self, value & int(PUSHABLE))
             self.mj_model = self.mj_models[0]
+            if self._warp is not None:
+                self._warp.put_parameters(self)
             return
         if value & int(_REBUILD):
             saved = [(d.qpos.copy(), d.qvel.copy()) for d in self.mj_datas]

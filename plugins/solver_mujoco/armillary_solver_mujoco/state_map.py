@@ -125,9 +125,15 @@ class StateMap:
         return hit
 
     def to_mujoco(self, joint_q, joint_qd):
-        """``joint_q`` / ``joint_qd`` (flat, all worlds) -> ``qpos`` (W, nq), ``qvel`` (W, nv)."""
-        Q = np.asarray(joint_q, np.float64)
-        QD = np.asarray(joint_qd, np.float64)
+        """``joint_q`` / ``joint_qd`` (flat, all worlds) -> ``qpos`` (W, nq), ``qvel`` (W, nv).
+
+        float32 coordinates are widened through their shortest decimal (:func:`.convert.decimal64`),
+        as the model parameters are: a model's initial state reaches MuJoCo as the ``qpos0`` an MJCF
+        wrote (0.3, not 0.30000001)."""
+        from .convert import decimal64
+
+        Q = decimal64(joint_q)
+        QD = decimal64(joint_qd)
         qpos = np.zeros((self.W, self.nq))
         qvel = np.zeros((self.W, self.nv))
         if len(self.scalar_q):

@@ -8,9 +8,9 @@ back, then forward kinematics. MuJoCo Warp computes in float32.
 
 Supported: native MuJoCo contacts, armillary contacts (``use_mujoco_contacts=False``: written into
 MuJoCo Warp's contact arrays by :mod:`.warp_contacts`), every converted joint type, drives,
-``joint_f``/``body_f``, kinematic DOFs, several worlds sharing one parameter set. Not supported
-(raises at construction): worlds with different parameters. Works on Warp's CPU device, slowly
-(see the plugin README for figures).
+``joint_f``/``body_f``, kinematic DOFs, several worlds, also with different parameters (MuJoCo Warp's batched per-world
+model arrays, for every field in which the worlds' ``MjModel`` copies differ; ``notify_model_changed``
+re-puts them). Works on Warp's CPU device, slowly (see the plugin README for figures).
 """
 
 from __future__ import annotations
@@ -186,9 +186,6 @@ class WarpBackend:
         model, conv, sm = solver.model, solver.conversion, solver.state_map
         dev = wp.get_device(model.device)
         self.device = dev
-        if any(m is not solver.mj_models[0] for m in solver.mj_models):
-            raise NotImplementedError("SolverMuJoCo: worlds with different parameters need the MuJoCo C backend "
-                                      "(use_mujoco_cpu=True) in this version")  # fmt: skip
         W = conv.world_count
         kw = {}
         if solver.nconmax is not None:
@@ -196,8 +193,9 @@ class WarpBackend:
         if solver.njmax is not None:
             kw["njmax"] = int(solver.njmax)
         with wp.ScopedDevice(dev):
-            self.m = mjw.put_model(solver.mj_model)
             self.d = mjw.put_data(solver.mj_model, solver.mj_data, nworld=W, **kw)
+        self.injector = None
+        self.put_parameters(solver)
 
         def arr(values, dtype=wp.int32):
             return wp.array(np.asarray(values), dtype=dtype, device=dev)
@@ -226,11 +224,40 @@ class WarpBackend:
         self.zero_dof = wp.zeros(max(int(model.joint_dof_count), 1), dtype=wp.float32, device=dev)
         self.zero_body = wp.zeros(max(int(model.body_count), 1), dtype=wp.spatial_vector, device=dev)
         self.timestep = None
+
+    def put_parameters(self, solver) -> None:
+        """(Re)build the device model from ``solver.mj_models``: worlds with their own ``MjModel``
+        (different parameters) get MuJoCo Warp's batched per-world arrays for every field that
+        differs. Fields MuJoCo Warp cannot batch keep world 0's value (with a warning naming them)."""
+        mjw, dev = self.mjw, self.device
+        models = solver.mj_models
+        with wp.ScopedDevice(dev):
+            m = mjw.put_model(models[0])
+        if any(mw is not models[0] for mw in models):
+            W = len(models)
+            for name, arr in list(vars(m).items()):
+                if not isinstance(arr, wp.array) or not hasattr(models[0], name):
+                    continue
+                host = [np.asarray(getattr(mw, name)) for mw in models]
+                if all(np.array_equal(h, host[0]) for h in host[1:]):
+                    continue
+                if arr.ndim < 2 or arr.shape[0] != 1:  # not batchable in MuJoCo Warp (e.g. derived dof_length)
+                    solver._warn_once(f"mjw-unbatched-{name}", f"SolverMuJoCo: the worlds differ in MuJoCo's {name!r}, "
+                                      "which MuJoCo Warp holds once for all worlds: world 0's value is used (the C "
+                                      "backend, use_mujoco_cpu=True, keeps every world's)")  # fmt: skip
+                    continue
+                scalar = wp.dtype_to_numpy(getattr(arr.dtype, "_wp_scalar_type_", arr.dtype))
+                setattr(m, name, wp.array(np.stack(host).astype(scalar), dtype=arr.dtype, device=dev))
+            g = np.stack([np.asarray(mw.opt.gravity, np.float32) for mw in models])
+            if not np.all(g == g[0]):
+                m.opt.gravity = wp.array(g, dtype=wp.vec3, device=dev)
+        self.m = m
+        self.timestep = None  # the new model carries the converted timestep
         self.injector = None
         if not solver.use_mujoco_contacts:
             from .warp_contacts import WarpContactInjector
 
-            self.injector = WarpContactInjector(solver, self.m)
+            self.injector = WarpContactInjector(solver, m)
 
     def step(self, solver, state_in, state_out, control, contacts, dt: float) -> None:
         model = solver.model

@@ -21,8 +21,10 @@ vec5 = wp.types.vector(length=5, dtype=wp.float32)
 
 @wp.struct
 class GeomParams:
-    """Per-geom MuJoCo contact parameters (of the one MjModel) and per-shape geom/world maps."""
+    """Per-geom MuJoCo contact parameters of each world's ``MjModel`` (index ``world * ngeom +
+    geom``) and the per-shape geom/world maps."""
 
+    ngeom: int
     shape_geom: wp.array(dtype=wp.int32)  # MuJoCo geom of each armillary shape (-1: none)
     shape_world: wp.array(dtype=wp.int32)  # world of each shape (-1: global, -2: not converted)
     priority: wp.array(dtype=wp.int32)
@@ -110,36 +112,38 @@ def inject_contacts_kernel(
     slot = wp.atomic_add(nacon, 0, 1)
     if slot >= naconmax:
         return  # buffer full: MuJoCo Warp reports the overflow through nacon > naconmax
-    # MuJoCo's parameter mixing of the two geoms
-    pa_ = geoms.priority[ga]
-    pb_ = geoms.priority[gb]
+    # MuJoCo's parameter mixing of the two geoms (this world's parameters)
+    ia = world * geoms.ngeom + ga
+    ib = world * geoms.ngeom + gb
+    prio_a = geoms.priority[ia]
+    prio_b = geoms.priority[ib]
     condim = int(0)
     fr = wp.vec3()
     solref = wp.vec2()
     solimp = vec5()
-    if pa_ != pb_:
-        g = ga
-        if pb_ > pa_:
-            g = gb
+    if prio_a != prio_b:
+        g = ia
+        if prio_b > prio_a:
+            g = ib
         condim = geoms.condim[g]
         fr = geoms.friction[g]
         solref = geoms.solref[g]
         solimp = geoms.solimp[g]
     else:
-        condim = wp.max(geoms.condim[ga], geoms.condim[gb])
-        fr = wp.max(geoms.friction[ga], geoms.friction[gb])
-        s1 = geoms.solmix[ga]
-        s2 = geoms.solmix[gb]
+        condim = wp.max(geoms.condim[ia], geoms.condim[ib])
+        fr = wp.max(geoms.friction[ia], geoms.friction[ib])
+        s1 = geoms.solmix[ia]
+        s2 = geoms.solmix[ib]
         mix = float(0.5)
         if s1 + s2 >= 1.0e-15:
             mix = s1 / (s1 + s2)
-        r1 = geoms.solref[ga]
-        r2 = geoms.solref[gb]
+        r1 = geoms.solref[ia]
+        r2 = geoms.solref[ib]
         if r1[0] > 0.0 and r2[0] > 0.0:
             solref = mix * r1 + (1.0 - mix) * r2
         else:
             solref = wp.min(r1, r2)
-        solimp = mix * geoms.solimp[ga] + (1.0 - mix) * geoms.solimp[gb]
+        solimp = mix * geoms.solimp[ia] + (1.0 - mix) * geoms.solimp[ib]
     dist_out[slot] = wp.dot(n, xb - xa)
     pos_out[slot] = 0.5 * (xa + xb)
     frame_out[slot] = _tangent_frame(n)
@@ -166,17 +170,23 @@ class WarpContactInjector:
         from .contacts import ContactInjector
 
         host = ContactInjector(solver)  # the shape -> geom / world maps of the C path
-        m, dev = solver.mj_model, wp.get_device(solver.model.device)
+        models, dev = solver.mj_models, wp.get_device(solver.model.device)
         self.device = dev
+
+        def stacked(name, dtype, np_dtype):
+            return wp.array(np.concatenate([np.asarray(getattr(mw, name)) for mw in models]).astype(np_dtype),
+                            dtype=dtype, device=dev)  # fmt: skip
+
         p = GeomParams()
+        p.ngeom = int(models[0].ngeom)
         p.shape_geom = wp.array(host.shape_geom.astype(np.int32), dtype=wp.int32, device=dev)
         p.shape_world = wp.array(host.shape_world.astype(np.int32), dtype=wp.int32, device=dev)
-        p.priority = wp.array(m.geom_priority.astype(np.int32), dtype=wp.int32, device=dev)
-        p.condim = wp.array(m.geom_condim.astype(np.int32), dtype=wp.int32, device=dev)
-        p.friction = wp.array(m.geom_friction.astype(np.float32), dtype=wp.vec3, device=dev)
-        p.solref = wp.array(m.geom_solref.astype(np.float32), dtype=wp.vec2, device=dev)
-        p.solimp = wp.array(m.geom_solimp.astype(np.float32), dtype=vec5, device=dev)
-        p.solmix = wp.array(m.geom_solmix.astype(np.float32), dtype=float, device=dev)
+        p.priority = stacked("geom_priority", wp.int32, np.int32)
+        p.condim = stacked("geom_condim", wp.int32, np.int32)
+        p.friction = stacked("geom_friction", wp.vec3, np.float32)
+        p.solref = stacked("geom_solref", wp.vec2, np.float32)
+        p.solimp = stacked("geom_solimp", vec5, np.float32)
+        p.solmix = stacked("geom_solmix", float, np.float32)
         self.params = p
         mjw_model.opt.run_collision_detection = False
 

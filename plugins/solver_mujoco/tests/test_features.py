@@ -398,3 +398,71 @@ def test_mujoco_warp_backend_matches_the_c_engine():
     np.testing.assert_allclose(out[1][0][:1], out[0][0][:1], atol=2e-3)  # pendulum angle
     np.testing.assert_allclose(out[1][1][:, :3], out[0][1][:, :3], atol=5e-3)  # body positions
     assert abs(float(out[1][1][1, 2]) - 0.1) < 5e-3  # the box rests on the ground
+
+
+# ------------------------------------------------------------------------ BALL spring rest orientation
+def _ball_spring_model(rest_xyzw, child_rot, k=2.0, c=0.5):
+    """One body on a BALL joint (gravity off) with an isotropic spring resting at ``rest_xyzw``."""
+    b = ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    link = b.add_link(mass=1.0, com=(0.0, 0.0, -0.3), inertia=wp.mat33(np.diag([0.02, 0.03, 0.04]).astype(np.float32)))
+    j = b.add_joint_ball(-1, link, parent_xform=wp.transform((0.0, 0.0, 1.0), wp.quat_identity()),
+                         child_xform=wp.transform((0.1, 0.0, 0.0), child_rot), stiffness=k, damping=c)  # fmt: skip
+    b.add_articulation([j])
+    qs = b.joint_q_start[j]
+    b.joint_rest_q[qs:qs + 4] = [float(v) for v in rest_xyzw]
+    return b.finalize()
+
+
+def test_ball_spring_rests_at_its_rest_orientation():
+    """Analytic: with gravity off and damping, the ball settles at the rest orientation (child anchor
+    rotated, so the conjugation into MuJoCo's body frame is exercised); no conversion warning."""
+    rest = np.array([0.3, -0.2, 0.5, 0.8])
+    rest /= np.linalg.norm(rest)
+    model = _ball_spring_model(rest, wp.quat_from_axis_angle(wp.vec3(0.3, 1.0, 0.2), 0.7))
+    import warnings
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        solver = SolverMuJoCo(model)
+    assert not [str(w.message) for w in rec if "BALL" in str(w.message)]
+    s = run(model, solver, 4000, dt=2e-3)
+    q = s.joint_q.numpy().astype(np.float64)
+    assert 1.0 - abs(float(np.dot(q, rest))) < 1e-8
+    assert np.abs(s.joint_qd.numpy()).max() < 1e-4
+
+
+def test_ball_spring_rest_orientation_matches_mujoco():
+    """The converted model against the equivalent MuJoCo model (qpos_spring set by hand, as MJCF has no
+    quaternion springref): same trajectory from the identity."""
+    rest = np.array([0.1, 0.4, -0.3, 0.85])
+    rest /= np.linalg.norm(rest)
+    model = _ball_spring_model(rest, wp.quat_identity())
+    solver = SolverMuJoCo(model)
+    xml = """<mujoco><option gravity="0 0 0" timestep="0.002"/><worldbody>
+      <body pos="-0.1 0 1"><joint type="ball" pos="0.1 0 0" stiffness="2" damping="0.5"/>
+        <inertial pos="0 0 -0.3" mass="1" diaginertia="0.02 0.03 0.04"/></body></worldbody></mujoco>"""
+    raw = mujoco.MjModel.from_xml_string(xml)
+    raw.qpos_spring[:] = [rest[3], rest[0], rest[1], rest[2]]
+    np.testing.assert_allclose(solver.mj_model.qpos_spring, raw.qpos_spring, atol=1e-7)
+    d_raw = mujoco.MjData(raw)
+    s0, s1 = model.state(), model.state()
+    for _ in range(500):
+        solver.step(s0, s1, None, None, 2e-3)
+        s0, s1 = s1, s0
+        mujoco.mj_step(raw, d_raw)
+    q = s0.joint_q.numpy().astype(np.float64)
+    ref = d_raw.qpos[[1, 2, 3, 0]]
+    assert 1.0 - abs(float(np.dot(q / np.linalg.norm(q), ref))) < 1e-10
+    assert 1.0 - abs(float(np.dot(solver.mj_data.qpos, d_raw.qpos))) < 1e-12
+
+
+def test_ball_spring_rest_orientation_is_pushed_by_notify_model_changed():
+    from armillary.flags import ModelFlags
+
+    model = _ball_spring_model([0.0, 0.0, 0.0, 1.0], wp.quat_identity())
+    solver = SolverMuJoCo(model)
+    np.testing.assert_array_equal(solver.mj_model.qpos_spring, [1.0, 0.0, 0.0, 0.0])
+    rest = np.array([0.0, np.sin(0.25), 0.0, np.cos(0.25)])
+    model.joint_rest_q.assign(rest.astype(np.float32))
+    solver.notify_model_changed(ModelFlags.JOINT_DOF_PROPERTIES)
+    np.testing.assert_allclose(solver.mj_models[0].qpos_spring, [rest[3], 0.0, rest[1], 0.0], atol=1e-7)

@@ -145,7 +145,10 @@ def test_pairs_collide_like_mujoco():
     xml = PARTIAL_XML.replace('pos="0 0 0.3"', 'pos="0 0 0.25"')
     b, m, solver = _convert(xml)
     mm, raw = solver.mj_model, _raw(xml)
-    solver.reset_mujoco_state(m.state())  # the model's initial state (the XML's qpos0)
+    # the XML's qpos0 in float64 (same joint layout): this pose puts ga2-gc exactly at margin + gap, and
+    # the model's float32 initial state (c at z = 0.30000001) would be 1.2e-8 outside it
+    assert mm.nq == raw.nq
+    solver.reset_mujoco_state(m.state(), qpos=raw.qpos0.copy(), qvel=np.zeros(raw.nv))
     d, dr = solver.mj_data, mujoco.MjData(raw)
     mujoco.mj_forward(mm, d)
     mujoco.mj_forward(raw, dr)

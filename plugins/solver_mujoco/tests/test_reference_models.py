@@ -2,12 +2,26 @@
 and compare with the reference rollouts MuJoCo computed from the original XML
 (``<model>.ref.npz``, see shared/assets/REFERENCE.md; actuation disabled there and here).
 
-Tolerance: without contacts, ``TOL`` = 1e-5 (rad, m; quaternions as ``1 - |q . q_ref|``) over all
-200 steps. With contacts, our model stores its parameters in float32 and MuJoCo in float64, and
-contact-rich rollouts amplify that: rounding only the raw XML model's masses, inertias, poses,
-geom sizes and joint parameters to float32 moves its own rollout by up to 5e-6 (humanoid), 6e-4
-(robotiq's broken four-bar) or 2.5e-3 (quadruped). So a contact rollout must stay within
-``max(TOL, FLOAT32_FACTOR x that float32 baseline)``, the baseline being measured in the test.
+Tolerance: ``TOL`` = 1e-5 (rad, m; quaternions as ``1 - |q . q_ref|``) over all 200 steps, with
+and without contacts, for every model but one. Our model stores its parameters in float32; the
+converter widens them to the decimal they were rounded from when that is recognisable
+(``convert.decimal64``: every number of up to 6 significant digits the XML wrote), so only derived
+values (normalised quaternions, masses and inertias from densities, fromto lengths) keep a float32
+rounding (~3e-8 relative). Measured: without contacts <= 1.8e-7; with contacts <= 3.9e-6 except
+quadruped 7.9e-6, whose contact rollout amplifies parameter changes ~1000x (MuJoCo's own rollout
+with every mass scaled by 1 + 1e-9 moves by 8e-7, by 5e-5 with masses rounded to float32), so its
+margin is the float32 floor of the derived values.
+
+The exception is robotiq_2f140 with contacts (``FLOAT32_LIMITED``): its random states start deep in
+interpenetration with a broken four-bar, and the contact rollout is unstable. Its XML body
+quaternions are not unit ("0 -0.707105 0.707108 0", "0.935013 -0.354613 0 0"); MuJoCo normalises
+them in float64, our model can only hold the float32 rounding of the unit quaternion, and rounding
+just those quaternions in the raw XML model moves MuJoCo's own rollout per state by 1.3e-4, 1.2e-4,
+2.1e-3, 1.1e-4 and 7.3e-4: what the converted model shows (1.3e-4, 1.2e-4, 2.1e-3, 1.2e-4, 7.3e-4).
+State 4 is moreover a knife edge: moving the raw model's hand_collision geom up by one float64 ulp
+flips it to the same 7.3e-4 branch (``test_robotiq_contact_rollout_is_a_knife_edge``), so no model
+that is not bit-identical to MuJoCo's own compile can meet 1e-5 there.
+Its bound is ``FLOAT32_FACTOR`` x that quaternion baseline, measured in the test.
 """
 
 from __future__ import annotations
@@ -26,12 +40,11 @@ import armillary  # noqa: E402
 from armillary.testing.assets import shared_assets_dir  # noqa: E402
 
 TOL = 1.0e-5
-FLOAT32_FACTOR = 10.0
+FLOAT32_FACTOR = 3.0
+FLOAT32_LIMITED = {"robotiq_2f140"}  # contact rollouts bounded by the float32 quaternion baseline (docstring)
 ASSETS = shared_assets_dir()
 CONVERTED = ["ant", "cartpole", "cheetah", "humanoid", "jaco_arm", "manipulator", "pusher", "quadruped",
              "robotiq_2f140", "shadow_hand", "xarm7"]
-_ROUNDED = ("body_mass", "body_inertia", "body_pos", "body_quat", "body_ipos", "body_iquat", "geom_size", "geom_pos",
-            "geom_quat", "jnt_pos", "jnt_axis", "dof_armature", "dof_damping")
 
 pytestmark = pytest.mark.skipif(ASSETS is None, reason="shared asset corpus (../shared/assets) not available")
 
@@ -109,17 +122,17 @@ def rollout_error(ref, model, solver, jmap, key):
     return worst
 
 
-def float32_baseline(name, key):
-    """Max deviation of the raw XML model with its parameters rounded to float32 from the reference."""
+def float32_quaternion_baseline(name, key):
+    """Max deviation from the reference of the raw XML model with its unit body quaternions rounded to
+    float32 (and re-normalised), as our model stores them."""
     ref, xml = reference(name)
     m = mujoco.MjModel.from_xml_path(xml)
     flags = int(m.opt.disableflags) | int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
     if key == "rollout_nocontact_qpos":
         flags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
     m.opt.disableflags = flags
-    for field in _ROUNDED:
-        a = getattr(m, field)
-        a[:] = a.astype(np.float32).astype(np.float64)
+    q = m.body_quat.astype(np.float32).astype(np.float64)
+    m.body_quat[:] = q / np.linalg.norm(q, axis=1, keepdims=True)
     worst = 0.0
     for s in range(ref["qpos"].shape[0]):
         d = mujoco.MjData(m)
@@ -138,8 +151,8 @@ def test_reproduces_mujoco_reference_rollout(name, key):
     ref, model, solver, jmap = imported_solver(name)
     err = rollout_error(ref, model, solver, jmap, key)
     tol = TOL
-    if key == "rollout_qpos" and err > TOL:
-        tol = max(TOL, FLOAT32_FACTOR * float32_baseline(name, key))
+    if key == "rollout_qpos" and name in FLOAT32_LIMITED:
+        tol = max(TOL, FLOAT32_FACTOR * float32_quaternion_baseline(name, key))
     assert err <= tol, f"{name} {key}: max deviation {err:.2e} > {tol:.2e}"
 
 
@@ -152,3 +165,22 @@ def test_options_come_from_the_xml(name):
             continue  # the step's dt sets it
         assert getattr(solver.mj_model.opt, field) == pytest.approx(getattr(raw.opt, field), rel=1e-12), field
     assert solver.mj_model.nq == raw.nq and solver.mj_model.nv == raw.nv
+
+
+def test_robotiq_contact_rollout_is_a_knife_edge():
+    """The evidence for ``FLOAT32_LIMITED``: MuJoCo's own contact rollout of robotiq state 4 leaves the
+    reference by > 1e-4 when one geom position of the raw XML model moves by one float64 ulp."""
+    ref, xml = reference("robotiq_2f140")
+    m = mujoco.MjModel.from_xml_path(xml)
+    m.opt.disableflags = int(m.opt.disableflags) | int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
+    g = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "hand_collision")
+    m.geom_pos[g, 2] = np.nextafter(m.geom_pos[g, 2], np.inf)
+    d = mujoco.MjData(m)
+    d.qpos[:] = ref["qpos"][4]
+    d.qvel[:] = ref["qvel"][4]
+    worst = 0.0
+    for step in range(1, 201):
+        mujoco.mj_step(m, d)
+        if step % 10 == 0:
+            worst = max(worst, float(np.abs(d.qpos - ref["rollout_qpos"][4][step // 10]).max()))
+    assert worst > 1e-4
