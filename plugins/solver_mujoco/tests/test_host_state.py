@@ -214,3 +214,58 @@ def test_position_targets_use_the_coordinate_layout():
     q = s0.joint_q.numpy()
     for w, g in enumerate(goals):
         assert abs(q[rev[w]] - g) < 0.05 * abs(g), (w, q[rev[w]], g)
+
+
+def test_injected_contact_sequence_is_bit_identical_to_mj_step(monkeypatch):
+    """use_mujoco_contacts=False: when the injected rows are MuJoCo's own contacts (from a copy of
+    the model that collides), the injection pipeline reproduces ``mj_step`` exactly."""
+    import copy
+
+    from armillary_solver_mujoco import contacts as injection
+
+    b = ModelBuilder(gravity=(0.0, 0.0, -9.81))
+    b.add_ground_plane()
+    box = b.add_body(xform=wp.transform((0.0, 0.0, 0.12), wp.quat_from_axis_angle(wp.vec3(1.0, 0.3, 0.0), 0.3)))
+    b.add_shape_box(box, hx=0.1, hy=0.08, hz=0.05)
+    model = b.finalize()
+    solver = SolverMuJoCo(model, use_mujoco_contacts=False, integrator="implicitfast")
+    m = solver.mj_model
+    ref_m = copy.copy(m)
+    ref_m.geom_contype[:] = 1
+    ref_m.geom_conaffinity[:] = 1
+    ref_m.body_contype[:] = 1  # MuJoCo's broadphase filters by the per-body aggregates
+    ref_m.body_conaffinity[:] = 1
+    probe = mujoco.MjData(ref_m)
+    seen = []
+
+    def own_rows(solver_, inj, contacts, n):
+        d = solver_.mj_data
+        probe.qpos[:], probe.qvel[:] = d.qpos, d.qvel
+        mujoco.mj_fwdPosition(ref_m, probe)
+        c = probe.contact
+        seen.append(probe.ncon)
+        if probe.ncon == 0:
+            return None
+        return {"world": np.zeros(probe.ncon, np.int64), "ga": c.geom1.copy(), "gb": c.geom2.copy(),
+                "dist": c.dist.copy(), "pos": c.pos.copy(), "frame": c.frame.copy()}  # fmt: skip
+
+    monkeypatch.setattr(injection, "_rows", own_rows)
+    pipeline = newton.CollisionPipeline(model)
+    cts = pipeline.contacts()
+    s0, s1 = model.state(), model.state()
+    newton.eval_fk(model, s0.joint_q, s0.joint_qd, s0)
+    solver.step(s0, s1, None, cts, 2e-3)  # starts MuJoCo from the float32 state
+    s0, s1 = s1, s0
+    ref = mujoco.MjData(ref_m)
+    d = solver.mj_data
+    ref.qpos[:], ref.qvel[:], ref.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
+    for _ in range(100):
+        pipeline.collide(s0, cts)
+        cts.rigid_contact_count.fill_(1)  # rows come from the probe; any non-zero count will do
+        solver.step(s0, s1, None, cts, 2e-3)
+        s0, s1 = s1, s0
+        ref_m.opt.timestep = 2e-3
+        mujoco.mj_step(ref_m, ref)
+    assert max(seen) >= 4  # the box lands and rests on a face
+    np.testing.assert_array_equal(d.qpos, ref.qpos)
+    np.testing.assert_array_equal(d.qvel, ref.qvel)
