@@ -18,7 +18,10 @@ INTEGRATORS = {"euler": 0, "rk4": 1, "implicit": 2, "implicitfast": 3}
 CONES = {"pyramidal": 0, "elliptic": 1}
 SOLVERS = {"pgs": 0, "cg": 1, "newton": 2}
 FLAGS = ("contact", "constraint", "equality", "frictionloss", "limit", "spring", "damper", "gravity",
-         "clampctrl", "warmstart", "actuation", "eulerdamp", "filterparent", "refsafe")  # fmt: skip
+         "clampctrl", "warmstart", "actuation", "eulerdamp", "filterparent", "refsafe", "sensor", "midphase",
+         "nativeccd", "multiccd", "island", "autoreset")  # fmt: skip
+"""MJCF ``<flag>`` names of MuJoCo's disable bits (``mjDSBL_<NAME>``), each a ``mujoco:flag_<name>``
+ONCE attribute (``True`` = enabled, MuJoCo's default)."""
 
 DEFAULT_SOLREF = (0.02, 1.0)
 DEFAULT_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)

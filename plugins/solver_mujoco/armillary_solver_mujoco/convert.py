@@ -849,13 +849,7 @@ def _apply_options(spec, model, overrides):
             setattr(opt, name, int(value))
         else:
             setattr(opt, name, float(value))
-    bits = {"contact": mujoco.mjtDisableBit.mjDSBL_CONTACT, "constraint": mujoco.mjtDisableBit.mjDSBL_CONSTRAINT,
-            "equality": mujoco.mjtDisableBit.mjDSBL_EQUALITY, "frictionloss": mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS,
-            "limit": mujoco.mjtDisableBit.mjDSBL_LIMIT, "spring": mujoco.mjtDisableBit.mjDSBL_SPRING,
-            "damper": mujoco.mjtDisableBit.mjDSBL_DAMPER, "gravity": mujoco.mjtDisableBit.mjDSBL_GRAVITY,
-            "clampctrl": mujoco.mjtDisableBit.mjDSBL_CLAMPCTRL, "warmstart": mujoco.mjtDisableBit.mjDSBL_WARMSTART,
-            "actuation": mujoco.mjtDisableBit.mjDSBL_ACTUATION, "eulerdamp": mujoco.mjtDisableBit.mjDSBL_EULERDAMP,
-            "filterparent": mujoco.mjtDisableBit.mjDSBL_FILTERPARENT, "refsafe": mujoco.mjtDisableBit.mjDSBL_REFSAFE}  # fmt: skip
+    bits = {flag: getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag.upper()}") for flag in FLAGS}
     disable = 0
     for flag, on in flags.items():
         if not on:
