@@ -8,7 +8,31 @@ Interface rows are discovered from the shared model:
   ``Model.joint_friction`` [N m] when it is positive);
 * body-particle attachments authored as ``coupling:body_particle_attachment`` custom attributes
   (:meth:`SolverCoupledADMM.add_body_particle_attachment`), coupled when the body and the
-  particle belong to different entries.
+  particle belong to different entries;
+* contacts between the entities of the two entries of every ``Config.contact_pairs`` entry
+  (:class:`SolverCoupledADMM.ContactPair`), detected once per step at ``state_in`` by the
+  coupler's private detection (:mod:`.admm_contacts`): rigid-rigid contacts from a private
+  :class:`~armillary.CollisionPipeline` whose explicit broad phase holds only the model's
+  candidate shape pairs (``Model.shape_contact_pairs``: collision groups, filter pairs and
+  worlds respected) between shapes on bodies of the two entries (speculative gap up to
+  0.1 m, so approaching shapes are caught a step early), rigid-particle contacts from that
+  pipeline's soft contacts kept when the particle and the shape's body belong to the two
+  entries (detection gap 0.02 m), and particle-particle contacts from a private
+  ``wp.HashGrid`` (distance below the radii + 0.01 m + the relative motion over ``dt``). Each
+  contact is a unilateral normal row (force ``lam_n >= 0`` along the normal, equal and
+  opposite at the two points: body points fixed in the body frames at detection, particle
+  centres) and an isotropic Coulomb row (tangential force projected onto
+  ``|lam_t| <= mu lam_n``; ``mu`` combined as XPBD does: ``(mu_0 + mu_1) / 2`` for two shapes,
+  ``(Model.particle_mu + shape mu) / 2`` for a particle and a shape, ``Model.particle_mu`` for
+  two particles). Buffers are fixed-capacity (the pipeline's ``rigid_contact_max`` for the
+  cross-entry pairs, every particle against every particle-colliding shape and, per pair of
+  particle entries, ``min(n_a n_b, 12 max(n_a, n_b))`` particle-particle rows: extra ones are
+  dropped and ``diagnostics.contact_count[2]`` counts only stored rows).
+
+Entries never see the shapes of bodies they do not own (entry-local collision visibility), so a
+cross-entry contact is handled by the coupler alone, never twice; without a ``ContactPair``
+bodies and particles of different entries pass through each other. Static shapes (the ground)
+stay with the entries: pass the caller's contacts to :meth:`step` for them.
 
 Algorithm (one :meth:`step`, ``Config.iterations`` fixed iterations, no host synchronisation):
 
@@ -27,20 +51,42 @@ Algorithm (one :meth:`step`, ``Config.iterations`` fixed iterations, no host syn
 3. the owned rows are gathered and each row's gap ``g`` (anchor distance, hinge-axis or relative
    rotation misalignment) and gap rate ``c`` are measured on the outputs (``diagnostics``);
 4. dual update: the Newton step closing ``g`` for the linearised endpoint response
-   ``dg = dt^2 W dlam`` (``W``: the endpoints' mobility at the anchors), relaxed by the
-   proximal-point (method-of-multipliers) factor ``p / (1 + p)`` with the dimensionless penalty
-   ``p = rho + baumgarte + (k dt^2 + d dt) w`` (``k``, ``d``: the row's stiffness and damping,
-   ``w``: its mobility). Body mobilities are the free-body ones, which bound every constrained
-   mobility from above, so the steps never overshoot and every positive ``rho`` contracts. The
-   last iteration only measures (the next predictor starts from its outputs);
+   ``dg = dt^2 W dlam`` (``W``: the endpoints' mobility at the anchors; for contact rows the
+   normal gap and the tangential slip, i.e. the relative tangential displacement since the
+   step start, followed by the projections onto ``lam_n >= 0`` and the friction disk), relaxed
+   by the proximal-point (method-of-multipliers) factor ``p / (1 + p)`` with the dimensionless
+   penalty ``p = rho + baumgarte + (k dt^2 + d dt) w`` (``k``, ``d``: the row's stiffness and
+   damping, ``w``: its mobility). Body mobilities are the free-body ones, which bound every
+   constrained mobility from above, so the steps never overshoot and every positive ``rho``
+   contracts (contact rows sharing an endpoint step simultaneously: beyond 4 rows per endpoint
+   its mobility is split among them). The last iteration only measures (the next predictor
+   starts from its outputs);
 5. equal and opposite forces are splatted to the endpoint force buffers for the next iteration.
 
 Rows are hard constraints at convergence: more iterations shrink the gaps. The last iteration's
 entry outputs are reconciled into ``state_out``. Per-iteration diagnostics of the last step are
 device arrays in :attr:`SolverCoupledADMM.diagnostics`.
 
-Not implemented yet: ADMM contact rows (``Config.contact_pairs`` must be empty), joint proximal
-proxy bodies (``joint_proximal_*`` options are validated and ignored).
+Warm start: joint and attachment duals carry over from step to step. Contact rows are new every
+step: with ``Config.rigid_contact_matching="disabled"`` they start from zero; with ``"latest"``
+or ``"sticky"`` a rigid contact that the core matcher pairs with one of the previous step
+(same shape pair, midpoint within ``contact_matching_pos_threshold``, normal dot above
+``contact_matching_normal_dot_threshold``; ``"sticky"`` also replays its contact geometry)
+starts from ``contact_matching_force_scale`` times its previous dual and predicts with its
+previous relative acceleration; particle rows are matched by their ``(particle, shape)`` /
+``(particle, particle)`` keys the same way. :meth:`SolverCoupledADMM.reset` forgets all of it.
+A warm-started dual is carried from step to step like an integral term: with few iterations,
+several contact rows in series (e.g. a column of particles alternately owned by two entries,
+4 iterations) can ring by a few millimetres at the default scale 0.9; more iterations or a
+smaller ``contact_matching_force_scale`` (0.5) settle it.
+
+The proximal terms (``gamma``) act on joint and attachment endpoints only; contact rows use
+the model's free-body mobilities. Contact detection is built at construction from the model's
+shapes, ownership and candidate pairs (``shape_material_mu`` and ``Model.particle_mu`` are read
+every step).
+
+Not implemented yet: joint proximal proxy bodies (``joint_proximal_*`` options are validated
+and ignored).
 """
 
 from __future__ import annotations
@@ -62,6 +108,7 @@ from armillary.solvers.coupling import ENDPOINT_PARTICLE, coupling_hook
 from armillary.launch import LaunchCache
 
 from . import admm_kernels as K
+from .admm_contacts import ContactRowManager
 from . import kernels as base_kernels
 from .solver_coupled import _RECONCILED, SolverCoupled, _np
 
@@ -97,10 +144,12 @@ class SolverCoupledADMM(SolverCoupled):
         coupling: a :class:`SolverCoupledADMM.Config` (``None``: defaults).
 
     See the module documentation for rows and the algorithm. ``diagnostics`` holds, for the last
-    step, ``primal_residual`` (max interface gap [m] / misalignment [rad] after each iteration),
-    ``dual_residual`` (max change of a row's dual force [N] / torque [N m] in each iteration),
-    ``joint_gap`` and ``attachment_gap`` (max translational gaps [m]), each of shape
-    ``(iterations,)``.
+    step, ``primal_residual`` (max interface gap [m] / misalignment [rad] / contact penetration
+    [m] after each iteration), ``dual_residual`` (max change of a row's dual force [N] / torque
+    [N m] in each iteration), ``joint_gap`` and ``attachment_gap`` (max translational gaps [m])
+    and ``contact_gap`` (max contact penetration [m]), each of shape ``(iterations,)``, and
+    ``contact_count`` (device int32, shape ``(3,)``: this step's rigid-rigid, rigid-particle and
+    particle-particle contact rows).
     """
 
     capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, collision_pipeline=True)
@@ -115,8 +164,19 @@ class SolverCoupledADMM(SolverCoupled):
 
     @dataclasses.dataclass(frozen=True)
     class ContactPair:
-        """One cross-solver contact interface (two entry names). Contact rows are not implemented
-        yet: a non-empty ``Config.contact_pairs`` is rejected."""
+        """One cross-solver contact interface: ADMM contact rows between the entities of two entries.
+
+        The coupler emits the applicable subset of rigid-rigid (shapes on bodies of one entry
+        against shapes on bodies of the other), rigid-particle and particle-particle rows; a pair
+        whose entries own nothing that can touch produces no rows. The order of the two names
+        does not matter. Friction comes from the materials (``shape_material_mu``,
+        ``Model.particle_mu``), not from the pair.
+
+        Args:
+            source: name of one entry.
+            destination: name of the other entry (must differ from ``source``; both must name
+                entries of the coupled solver, else its constructor raises ``ValueError``).
+        """
 
         source: str
         destination: str
@@ -149,10 +209,27 @@ class SolverCoupledADMM(SolverCoupled):
                 FIXED and REVOLUTE joints [N m/rad, N m s/rad].
             joint_proximal_bodies, joint_proximal_destination_entries, joint_proximal_mass_scale:
                 accepted for API compatibility; joint proxy bodies are not implemented (ignored).
-            rigid_contact_matching, contact_matching_pos_threshold,
-            contact_matching_normal_dot_threshold, contact_matching_force_scale: contact
-                warm-start options (validated; contacts are not implemented yet).
-            contact_pairs: must be empty (ADMM contact rows are not implemented yet).
+            rigid_contact_matching: warm start of the contact rows: ``"disabled"`` (every
+                step starts from zero), ``"latest"`` (contacts matched to the previous step's by
+                the core matcher start from their scaled previous dual) or ``"sticky"`` (also
+                replays the matched contact geometry); particle rows match by their keys.
+            contact_matching_pos_threshold: maximum midpoint displacement [m] of a matched rigid
+                contact (>= 0; ``None``: the :class:`~armillary.CollisionPipeline` default,
+                0.0005 m).
+            contact_matching_normal_dot_threshold: minimum dot product of a matched contact's
+                old and new normals (in ``[-1, 1]``; ``None``: the pipeline default, 0.995).
+            contact_matching_force_scale: factor (>= 0) on a matched contact's previous dual
+                (``0``: matching without dual warm start).
+            contact_pairs: :class:`SolverCoupledADMM.ContactPair` values enabling contact rows
+                (empty: entries of different solvers do not collide; see
+                :meth:`SolverCoupledADMM.auto_detect_contact_pairs`).
+            contact_max_triangle_pairs: keyword-only, forwarded to the private
+                :class:`~armillary.CollisionPipeline` as ``max_triangle_pairs`` (``None``: its
+                default; integer >= 0). The core pipeline processes a mesh pair's triangles in
+                the pair's thread, so the value currently has no effect there.
+            contact_reduction_hashtable_size_factor: keyword-only, forwarded to the pipeline's
+                ``contact_reduction_hashtable_size_factor`` (``None``: its default; > 0); like
+                the previous option it has no effect in the core pipeline.
         """
 
         iterations: int = 5
@@ -262,9 +339,18 @@ class SolverCoupledADMM(SolverCoupled):
         for p in c.contact_pairs:
             if not isinstance(p, SolverCoupledADMM.ContactPair):
                 raise TypeError(f"SolverCoupledADMM.Config: contact_pairs must hold ContactPair values, got {p!r}")
-        if len(c.contact_pairs):
-            raise NotImplementedError("SolverCoupledADMM: ADMM contact rows (Config.contact_pairs) are not "
-                                      "implemented yet; leave contact_pairs empty")  # fmt: skip
+        if c.contact_matching_pos_threshold is not None:
+            _finite(c.contact_matching_pos_threshold, "contact_matching_pos_threshold", lower=0.0)
+        if c.contact_matching_normal_dot_threshold is not None:
+            _finite(c.contact_matching_normal_dot_threshold, "contact_matching_normal_dot_threshold", lower=-1.0,
+                    upper=1.0)  # fmt: skip
+        mtp = c.contact_max_triangle_pairs
+        if mtp is not None and (isinstance(mtp, bool) or not isinstance(mtp, (int, np.integer)) or int(mtp) < 0):
+            raise ValueError(f"SolverCoupledADMM.Config: contact_max_triangle_pairs must be None or an integer >= 0, "
+                             f"got {mtp!r}")  # fmt: skip
+        if c.contact_reduction_hashtable_size_factor is not None:
+            _finite(c.contact_reduction_hashtable_size_factor, "contact_reduction_hashtable_size_factor", lower=0.0,
+                    lower_inclusive=False)  # fmt: skip
 
     def _iteration_restarts_possible(self) -> bool:
         return True
@@ -292,6 +378,11 @@ class SolverCoupledADMM(SolverCoupled):
                 if n not in names:
                     raise ValueError(f"SolverCoupledADMM.Config: joint_proximal_destination_entries names unknown "
                                      f"entry {n!r}")  # fmt: skip
+        ne = len(self._entries)
+        self._contact_pair_mask = np.zeros((ne, ne), np.int32)
+        for p in self.coupling.contact_pairs:
+            a, b = self._by_name[p.source].index, self._by_name[p.destination].index
+            self._contact_pair_mask[a, b] = self._contact_pair_mask[b, a] = 1
         self._build_joint_rows()
         self._build_attachment_rows()
         if float(self.coupling.gamma) > 0.0:
@@ -437,7 +528,19 @@ class SolverCoupledADMM(SolverCoupled):
             dual_residual=wp.zeros(n_it, dtype=float, device=dev),
             joint_gap=wp.zeros(n_it, dtype=float, device=dev),
             attachment_gap=wp.zeros(n_it, dtype=float, device=dev),
+            contact_gap=wp.zeros(n_it, dtype=float, device=dev),
+            contact_count=wp.zeros(3, dtype=wp.int32, device=dev),
         )
+        self._contact_rows = None
+        if self._contact_pair_mask.any():
+            c = self.coupling
+            self._contact_rows = ContactRowManager(
+                m, self._contact_pair_mask, self.body_owner, self.particle_owner, self.shape_owner,
+                matching=c.rigid_contact_matching, pos_threshold=c.contact_matching_pos_threshold,
+                normal_dot_threshold=c.contact_matching_normal_dot_threshold,
+                force_scale=float(c.contact_matching_force_scale), max_triangle_pairs=c.contact_max_triangle_pairs,
+                hashtable_size_factor=c.contact_reduction_hashtable_size_factor, launch=self._launch)  # fmt: skip
+            self.diagnostics.contact_count = self._contact_rows.contact_count
         self._eval_effective_masses()
         # proximal (gamma) bookkeeping: endpoint rows per entry
         self._prox = []
@@ -575,6 +678,8 @@ class SolverCoupledADMM(SolverCoupled):
             self._launch(K.attachment_splat_kernel, self._na,
                          [self._a_body, self._a_particle, self._a_point, state_in.body_q, m.body_com, self._a_f],
                          [self._coupling_body_f, self._coupling_particle_f])  # fmt: skip
+        if self._contact_rows is not None:
+            self._contact_rows.splat(state_in, self._coupling_body_f, self._coupling_particle_f)
 
     def _dual_update(self, k: int, dt: float, state=None, apply: bool = True) -> None:
         """Dual and force update from the entries' outputs of iteration ``k`` (``state`` given:
@@ -601,11 +706,16 @@ class SolverCoupledADMM(SolverCoupled):
                               float(dt), predict, int(k), int(apply)],
                       [self._a_f, self._a_pred, self._a_acc, d.primal_residual, d.dual_residual,
                        d.attachment_gap])  # fmt: skip
+        if self._contact_rows is not None:
+            self._contact_rows.update(src, self._eff_inv_mass, self._eff_inv_inertia, self._eff_particle_inv_mass,
+                                      rho, float(c.baumgarte), float(dt), predict, int(k), int(apply), d)  # fmt: skip
 
     def _step_coupled(self, state_in, state_out, control, contacts, dt: float) -> None:
         d = self.diagnostics
-        for arr in (d.primal_residual, d.dual_residual, d.joint_gap, d.attachment_gap):
+        for arr in (d.primal_residual, d.dual_residual, d.joint_gap, d.attachment_gap, d.contact_gap):
             arr.zero_()
+        if self._contact_rows is not None:
+            self._contact_rows.detect(state_in, dt)
         gamma = float(self.coupling.gamma)
         if gamma > 0.0:
             if getattr(state_in, "body_qd", None) is not None and self._prev_body_qd.shape[0]:
@@ -650,4 +760,6 @@ class SolverCoupledADMM(SolverCoupled):
             arr.zero_()
         self._coupling_body_f.zero_()
         self._coupling_particle_f.zero_()
+        if self._contact_rows is not None:
+            self._contact_rows.reset()
 

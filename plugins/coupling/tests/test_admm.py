@@ -128,8 +128,11 @@ def test_contact_pairs():
     with pytest.raises(ValueError):
         SolverCoupledADMM.ContactPair("a", "a")
     model, _ = two_link()
-    with pytest.raises(NotImplementedError, match="contact"):
-        admm(model, SolverCoupledADMM.Config(contact_pairs=[SolverCoupledADMM.ContactPair("rigid", "xpbd")]))
+    with pytest.raises(ValueError, match="unknown entry"):
+        admm(model, SolverCoupledADMM.Config(contact_pairs=[SolverCoupledADMM.ContactPair("rigid", "other")]))
+    # the links own no shapes and no particles: the pair produces no contact rows
+    solver = admm(model, SolverCoupledADMM.Config(contact_pairs=[SolverCoupledADMM.ContactPair("rigid", "xpbd")]))
+    assert solver.diagnostics.contact_count.numpy().tolist() == [0, 0, 0]
 
 
 def test_rows_from_cross_solver_joints_only():
