@@ -208,7 +208,10 @@ class SolverCoupledADMM(SolverCoupled):
             joint_angular_stiffness, joint_angular_damping: the same for the angular rows of
                 FIXED and REVOLUTE joints [N m/rad, N m s/rad].
             joint_proximal_bodies, joint_proximal_destination_entries, joint_proximal_mass_scale:
-                accepted for API compatibility; joint proxy bodies are not implemented (ignored).
+                accepted for API compatibility (validated); joint proxy bodies are not implemented:
+                cross-solver joints are always coupled by their ADMM rows alone, and a warning says
+                so when ``joint_proximal_destination_entries`` or a mass scale other than 1 is given
+                while the model has cross-solver joints.
             rigid_contact_matching: warm start of the contact rows: ``"disabled"`` (every
                 step starts from zero), ``"latest"`` (contacts matched to the previous step's by
                 the core matcher start from their scaled previous dual) or ``"sticky"`` (also
@@ -384,6 +387,14 @@ class SolverCoupledADMM(SolverCoupled):
             a, b = self._by_name[p.source].index, self._by_name[p.destination].index
             self._contact_pair_mask[a, b] = self._contact_pair_mask[b, a] = 1
         self._build_joint_rows()
+        c = self.coupling
+        if self._nj and (c.joint_proximal_destination_entries is not None or float(c.joint_proximal_mass_scale) != 1.0):
+            import warnings
+
+            warnings.warn("SolverCoupledADMM: joint proximal proxy bodies are not implemented; "
+                          "joint_proximal_destination_entries / joint_proximal_mass_scale have no effect (the "
+                          f"{self._nj} cross-solver joint(s) are coupled by their ADMM rows)", UserWarning,
+                          stacklevel=3)  # fmt: skip
         self._build_attachment_rows()
         if float(self.coupling.gamma) > 0.0:
             self._install_proximal_masses()

@@ -409,3 +409,10 @@ def test_model_change_refreshes_endpoint_mobility():
 def test_extreme_parameters_do_not_diverge(kwargs):
     com, de, gaps, _ = simulate(lambda m: admm(m, SolverCoupledADMM.Config(**kwargs)), seconds=0.3)
     assert np.all(np.isfinite(com)) and gaps.max() < 1.0e-2 and abs(de) < 0.2
+
+
+def test_unimplemented_joint_proximal_options_warn():
+    """Joint proximal proxy bodies are not implemented: asking for them says so (not silently)."""
+    model, _ = two_link()
+    with pytest.warns(UserWarning, match="joint proximal proxy bodies are not implemented"):
+        admm(model, SolverCoupledADMM.Config(iterations=2, joint_proximal_mass_scale=2.0))
