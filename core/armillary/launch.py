@@ -43,11 +43,13 @@ def replayer(cmd):
             setattr(block, label, p)
         forward = cmd.hooks.forward
         bounds_ref, block_ref = ctypes.byref(params[0]), ctypes.byref(block)
+        runtime = _ctx.runtime
+        runtime._apic_capture  # noqa: B018 - the capture flag checked on every replay must exist
     except (AttributeError, ImportError, TypeError):
         return cmd.launch
 
     def run() -> None:
-        if _ctx.runtime._apic_capture is not None:  # a capture records launches: Warp's own path
+        if runtime._apic_capture is not None:  # a capture records launches: Warp's own path
             cmd.launch()
         else:
             forward(bounds_ref, block_ref)
