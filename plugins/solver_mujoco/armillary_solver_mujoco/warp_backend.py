@@ -234,7 +234,6 @@ class WarpBackend:
         with wp.ScopedDevice(dev):
             m = mjw.put_model(models[0])
         if any(mw is not models[0] for mw in models):
-            W = len(models)
             for name, arr in list(vars(m).items()):
                 if not isinstance(arr, wp.array) or not hasattr(models[0], name):
                     continue

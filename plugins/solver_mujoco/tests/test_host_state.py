@@ -13,7 +13,6 @@ mujoco = pytest.importorskip("mujoco")
 import armillary as newton  # noqa: E402
 from armillary import ModelBuilder  # noqa: E402
 from armillary.flags import ModelFlags  # noqa: E402
-from armillary.launch import LaunchCache, replayer  # noqa: E402
 from armillary_solver_mujoco.solver import SolverMuJoCo  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
@@ -169,26 +168,6 @@ def test_applied_forces_follow_the_input_state():
     s1.body_f.zero_()
     solver.step(s1, s0, None, None, 1e-2)
     assert np.all(solver.mj_data.xfrc_applied == 0.0)
-
-
-def test_replayer_matches_launch_and_keeps_arrays_alive():
-    @wp.kernel
-    def axpy(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
-        i = wp.tid()
-        y[i] = a * x[i] + y[i]
-
-    x = wp.array(np.arange(5, dtype=np.float32), device="cpu")
-    y = wp.zeros(5, dtype=float, device="cpu")
-    run = replayer(wp.launch(axpy, dim=5, inputs=[2.0, x], outputs=[y], device="cpu", record_cmd=True))
-    del x
-    run()
-    run()
-    np.testing.assert_array_equal(y.numpy(), 4.0 * np.arange(5))
-    cache = LaunchCache()
-    x2 = wp.ones(5, dtype=float, device="cpu")
-    for _ in range(3):
-        cache.launch(axpy, 5, [1.0, x2], [y], device="cpu")
-    np.testing.assert_array_equal(y.numpy(), 4.0 * np.arange(5) + 3.0)
 
 
 def test_position_targets_use_the_coordinate_layout():
