@@ -1,24 +1,39 @@
-"""Coupling overhead of ``SolverCoupledADMM`` per iteration, against the sub-solver steps it wraps.
+"""Coupling overhead per iteration of the coupled solvers, against the sub-solver steps they wrap.
 
-Scene: the two-link pendulum of ``examples/coupling/admm_two_link.py`` (link 1 in Featherstone,
-link 2 in XPBD, the revolute joint between them coupled by ADMM) and, optionally, ``--copies``
-independent copies of it to give the kernels more rows. For each iteration count it times
+Target (issue): the coupling overhead of one iteration is no larger than the two sub-solver steps
+it wraps. Two scenes:
 
-* the coupled step (``SolverCoupledADMM.step``),
-* the two sub-solver steps alone (each entry solver stepped once on its own entry state, exactly
-  the calls one ADMM iteration makes),
+* ``admm``: the two-link pendulum of ``examples/coupling/admm_two_link.py`` (link 1 in
+  Featherstone, link 2 in XPBD, the revolute joint between them coupled by
+  ``SolverCoupledADMM``), optionally ``--copies`` independent copies of it;
+* ``proxy``: the box-on-cloth scene of ``examples/coupling/proxy_box_on_cloth.py`` (the box in
+  Featherstone, the cloth in XPBD with 4 substeps, ``SolverCoupledProxy`` in the default lagged
+  mode with a proxy-local collision pipeline).
 
-and reports per iteration: coupled time / iterations, sub-solver time, and the overhead
-(coupled per iteration - sub-solver steps), i.e. state restart, force splatting, gathering and
-the dual update. A few warm-up steps (kernel compilation) are not timed. Never run as a test.
+For each scene and iteration count it times, in the same run, interleaved over ``--repeats``
+rounds (medians reported, the machine is shared):
 
-Run: ``python benchmarks/bench_coupling.py [--steps 200] [--iterations 1 2 4 8] [--copies 1]
-[--device cpu|cuda:0]``.
+* ``step``: the coupled step (``solver.step``), outer collision excluded;
+* ``subs``: the sub-solver steps one iteration makes, alone: every coupled entry's solver
+  stepped ``substeps`` times on its own entry states with the contacts it uses;
+* ``collide`` (proxy only): the proxy-local collision refresh the coupled step makes once.
+
+and prints per iteration ``step / iterations``, ``subs``, the overhead ``step / iterations -
+subs`` (state distribution, feedback, reconciliation, contact filtering, notifications,
+dual updates; for the proxy also its collision refresh divided by the iterations), the ratio
+``overhead / subs`` (target <= 1) and the same ratio without the proxy collision refresh.
+Warm-up steps (kernel compilation) are not timed. Never run as a test.
+
+Run: ``python benchmarks/bench_coupling.py [--scene admm proxy] [--steps 200] [--iterations 1 2 4]
+[--copies 1] [--repeats 5] [--mode lagged|staggered] [--device cpu|cuda:0] [--profile]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import sys
 import time
 import warnings
 
@@ -26,13 +41,19 @@ import numpy as np
 import warp as wp
 
 import armillary as newton
+from armillary.solvers.coupling import coupling_hook
 from armillary_coupling.solver_coupled import SolverCoupled
 from armillary_coupling.solver_coupled_admm import SolverCoupledADMM
 
-L, M, DT = 0.5, 1.0, 1.0 / 600.0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "coupling"))
+
+L, M, DT_ADMM = 0.5, 1.0, 1.0 / 600.0
 
 
-def build(copies: int):
+# ---------------------------------------------------------------------- scenes
+def build_admm(copies: int, iterations: int):
+    """The two-link pendulum(s) and a ``SolverCoupledADMM`` over them; returns
+    ``(model, solver, states, dt, contacts_fn)``."""
     b = newton.ModelBuilder()
     inertia = np.diag([M * 0.04**2 / 6, M * (L * L + 0.04**2) / 12, M * (L * L + 0.04**2) / 12])
     first, second = [], []
@@ -51,12 +72,31 @@ def build(copies: int):
     state = model.state()
     state.joint_q.assign(np.tile(np.asarray([1.07, 0.3], np.float32), copies))
     newton.eval_fk(model, state.joint_q, state.joint_qd, state)
-    return model, state, first, second
+    solver = SolverCoupledADMM(model, [
+        SolverCoupled.Entry("rigid", lambda v: newton.solvers.SolverFeatherstone(v), bodies=first),
+        SolverCoupled.Entry("xpbd", lambda v: newton.solvers.SolverXPBD(v, iterations=4), bodies=second),
+    ], SolverCoupledADMM.Config(iterations=iterations))  # fmt: skip
+    return model, solver, [state, model.state()], DT_ADMM, lambda s: None
 
 
-def timed(fn, steps: int, device) -> float:
-    for _ in range(5):
-        fn()
+PROXY_MODE = ["lagged"]
+
+
+def build_proxy(copies: int, iterations: int):
+    """The box-on-cloth scene with ``SolverCoupledProxy`` (``--mode``, ``iterations`` passes)."""
+    import proxy_box_on_cloth as ex
+
+    model, box = ex.build_scene(with_box=True)
+    solver = ex.make_solver(model, box, iterations=iterations, mode=PROXY_MODE[0])
+    states = [model.state(), model.state()]
+    return model, solver, states, ex.DT, lambda s: model.collide(s)
+
+
+SCENES = {"admm": build_admm, "proxy": build_proxy}
+
+
+# ---------------------------------------------------------------------- timing
+def _time(fn, steps: int, device) -> float:
     wp.synchronize_device(device)
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -65,44 +105,96 @@ def timed(fn, steps: int, device) -> float:
     return (time.perf_counter() - t0) / steps
 
 
+def measure(scene: str, iterations: int, *, copies: int, steps: int, repeats: int, device, profile: bool = False):
+    model, solver, states, dt, collide = SCENES[scene](copies, iterations)
+    contacts = [collide(states[0])]
+
+    def coupled():
+        solver.step(states[0], states[1], None, contacts[0], dt)
+        states.reverse()
+
+    for _ in range(20):  # warm-up (compilation) and let the scene reach contact
+        contacts[0] = collide(states[0])
+        coupled()
+    contacts[0] = collide(states[0])
+
+    # the sub-solver steps of one iteration, with the contacts each entry used in the last step
+    groups = getattr(solver, "_groups", [])
+    proxy_contacts = {}
+    for g in groups:
+        dst = g.destination
+        local = g.contacts if g.pipeline is not None else solver.entry_contacts(dst.name, contacts[0])
+        proxy_contacts[dst.name] = coupling_hook(dst.solver, "coupling_prepare_proxy_contacts")(
+            dst.state_0, local, contacts_freshly_detected=False) if local is not None else None
+    entries = [solver.entry(n) for n in solver.entry_names()]
+    entry_contacts = {e.name: proxy_contacts.get(e.name, solver.entry_contacts(e.name, contacts[0])) for e in entries}
+
+    def subs():
+        for e in entries:
+            h = dt / e.substeps
+            s_in, s_out = e.state_0, e.state_1
+            for _ in range(e.substeps):
+                e.solver.step(s_in, s_out, None, entry_contacts[e.name], h)
+                if s_out is not s_in:
+                    s_in, s_out = s_out, s_in
+
+    def proxy_collide():
+        for g in groups:
+            if g.pipeline is not None:
+                g.pipeline.collide(g.destination.state_0, g.contacts)
+
+    # (the coupled step redistributes its input into the entry states, so stepping them here
+    # changes nothing it computes)
+    for _ in range(3):
+        subs()
+        proxy_collide()
+    t_step, t_sub, t_col = [], [], []
+    for _ in range(repeats):
+        t_step.append(_time(coupled, steps, device))
+        t_sub.append(_time(subs, steps, device))
+        t_col.append(_time(proxy_collide, steps, device) if groups else 0.0)
+    if profile:
+        import cProfile
+        import pstats
+
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(steps):
+            coupled()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+    med = statistics.median
+    return med(t_step), med(t_sub), med(t_col)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scene", nargs="+", default=["admm", "proxy"], choices=sorted(SCENES))
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--iterations", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--copies", type=int, default=1)
+    ap.add_argument("--iterations", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--copies", type=int, default=1, help="pendulum copies (admm scene)")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (medians reported)")
+    ap.add_argument("--mode", default="lagged", choices=("lagged", "staggered"), help="proxy mode (proxy scene)")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--profile", action="store_true", help="cProfile the coupled steps (top 25 by own time)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", message="SolverFeatherstone ignores joint_enabled")
+    PROXY_MODE[0] = args.mode
     with wp.ScopedDevice(args.device):
         device = wp.get_device()
-        print(f"device {device}, {args.copies} pendulum(s), {args.steps} timed steps")
-        print(f"{'iters':>5} {'step[ms]':>9} {'per_iter[ms]':>13} {'substeps[ms]':>13} {'overhead[ms]':>13} "
-              f"{'overhead/substeps':>18}")  # fmt: skip
-        for k in args.iterations:
-            model, s0, first, second = build(args.copies)
-            s1 = model.state()
-            solver = SolverCoupledADMM(model, [
-                SolverCoupled.Entry("rigid", lambda v: newton.solvers.SolverFeatherstone(v), bodies=first),
-                SolverCoupled.Entry("xpbd", lambda v: newton.solvers.SolverXPBD(v, iterations=4), bodies=second),
-            ], SolverCoupledADMM.Config(iterations=k))  # fmt: skip
-            states = [s0, s1]
-
-            def coupled():
-                solver.step(states[0], states[1], None, None, DT)
-                states.reverse()
-
-            t_step = timed(coupled, args.steps, device)
-
-            def substeps():
-                for name in solver.entry_names():
-                    e = solver.entry(name)
-                    e.solver.step(e.state_0, e.state_1, None, None, DT)
-
-            t_sub = timed(substeps, args.steps, device)
-            per_iter = t_step / k
-            over = per_iter - t_sub
-            print(f"{k:5d} {t_step * 1e3:9.3f} {per_iter * 1e3:13.3f} {t_sub * 1e3:13.3f} {over * 1e3:13.3f} "
-                  f"{over / t_sub:18.2f}")  # fmt: skip
+        print(f"device {device}, {args.steps} timed steps x {args.repeats} rounds (medians)")
+        print(f"{'scene':>6} {'iters':>5} {'steps/s':>8} {'step[ms]':>9} {'per_iter[ms]':>13} {'subs[ms]':>9} "
+              f"{'collide[ms]':>11} {'overhead[ms]':>13} {'overhead/subs':>14} {'(no collide)':>13}")  # fmt: skip
+        for scene in args.scene:
+            for k in args.iterations:
+                t_step, t_sub, t_col = measure(scene, k, copies=args.copies, steps=args.steps, repeats=args.repeats,
+                                               device=device, profile=args.profile)  # fmt: skip
+                per_iter = t_step / k
+                over = per_iter - t_sub
+                over_nc = over - t_col / k
+                print(f"{scene:>6} {k:5d} {1.0 / t_step:8.1f} {t_step * 1e3:9.3f} {per_iter * 1e3:13.3f} "
+                      f"{t_sub * 1e3:9.3f} {t_col * 1e3:11.3f} {over * 1e3:13.3f} {over / t_sub:14.2f} "
+                      f"{over_nc / t_sub:13.2f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

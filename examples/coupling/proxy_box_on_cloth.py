@@ -7,15 +7,16 @@ is returned to the rigid solver as a lagged force. A ground plane (owned by no e
 with both entries.
 
 Run: ``python examples/coupling/proxy_box_on_cloth.py [--rigid featherstone|mujoco|xpbd]
-[--seconds 10] [--iterations 1] [--mode staggered|lagged] [--dt 0.01] [--cloth-substeps 4]
+[--seconds 10] [--iterations 1] [--mode lagged|staggered] [--dt 0.01] [--cloth-substeps 4]
 [--no-box]``. Prints the box height, the penetration of the box into the cloth, the cloth's
 sag and the total energy over time.
 
-Modes: ``staggered`` (default here) gives the cloth the box's end pose; ``lagged`` gives it the
-begin pose and rewinds the velocity, so one proxy iteration applies the cloth's answer one step
-late. With XPBD substeps (stiffer projective contacts) one lagged iteration overshoots and the
-box bounces away; run it without cloth substeps at a smaller step instead
-(``--mode lagged --dt 0.005 --cloth-substeps 1``), or with more ``--iterations``.
+Modes: ``lagged`` (the default, as in ``SolverCoupledProxy.Proxy``) gives the cloth the box's
+begin pose and its rewound velocity, and returns the cloth's answer (the mean force over the
+step) to the box on the next step, extrapolated to that step's start
+(``SolverCoupledProxy.lagged_extrapolation``): with one proxy iteration at dt = 0.01 s and four
+XPBD cloth substeps the box settles with about 1.2 mm penetration, whichever solver owns it.
+``staggered`` gives the cloth the box's end pose and velocity (about the same result).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def cloth_factory(view):
 
 
 def make_solver(model, box, *, rigid: str = "featherstone", iterations: int = 1, proxy_pipeline: bool = True,
-                mass_scale: float = 1.0, relaxation: float = 1.0, mode: str = "staggered"):  # fmt: skip
+                mass_scale: float = 1.0, relaxation: float = 1.0, mode: str = "lagged"):  # fmt: skip
     """A ``SolverCoupledProxy`` with entries ``rigid`` (the box) and ``cloth`` (every particle)."""
     particles = range(model.particle_count)
     entries = [SolverCoupledProxy.Entry(name="cloth", solver=cloth_factory, particles=particles,
@@ -145,7 +146,7 @@ def cloth_sag(model, state) -> float:
 
 
 def run(*, rigid: str = "featherstone", seconds: float = 10.0, iterations: int = 1, with_box: bool = True,
-        proxy_pipeline: bool = True, mode: str = "staggered", report_every: float | None = 1.0,
+        proxy_pipeline: bool = True, mode: str = "lagged", report_every: float | None = 1.0,
         verbose: bool = True):  # fmt: skip
     """Simulate and return a dict of histories (time, box height, penetration, sag, energy)."""
     model, box = build_scene(with_box=with_box)
@@ -181,7 +182,7 @@ def main():
     parser.add_argument("--rigid", default="featherstone", choices=("featherstone", "mujoco", "xpbd"))
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--iterations", type=int, default=1)
-    parser.add_argument("--mode", default="staggered", choices=("staggered", "lagged"))
+    parser.add_argument("--mode", default="lagged", choices=("lagged", "staggered"))
     parser.add_argument("--dt", type=float, default=DT)
     parser.add_argument("--cloth-substeps", type=int, default=CLOTH_SUBSTEPS)
     parser.add_argument("--no-box", action="store_true", help="the cloth alone (reference sag)")

@@ -21,6 +21,7 @@ import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags, StateFlags
+from armillary.launch import LaunchCache, replayer
 from armillary.sim.enums import BodyFlags, JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import ENDPOINT_BODY, ENDPOINT_PARTICLE, coupling_hook
@@ -41,6 +42,11 @@ _STATE_ARRAYS = (
     ("particle_f", StateFlags.PARTICLE_F),
 )
 _RECONCILED = ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q", "particle_qd")
+# dtypes of the fused copy / scatter kernels' arguments (kernels.copy_state_kernel)
+_ALL_NAMES = frozenset(n for n, _ in _STATE_ARRAYS)
+_STATE_DTYPES = {"body_q": wp.transform, "body_qd": wp.spatial_vector, "body_f": wp.spatial_vector,
+                 "joint_q": wp.float32, "joint_qd": wp.float32, "particle_q": wp.vec3, "particle_qd": wp.vec3,
+                 "particle_f": wp.vec3}  # fmt: skip
 _GRAVITY_FLAGS = int(ModelFlags.MODEL_PROPERTIES | ModelFlags.BODY_PROPERTIES | ModelFlags.BODY_INERTIAL_PROPERTIES)
 
 
@@ -498,28 +504,95 @@ class SolverCoupled(SolverBase):
         first step); input-state hooks get ``dt``."""
         self._distribute_state(state_in, dt=dt)
 
+    # ------------------------------------------------------------------ launches
+    def _replay(self, kernel, dim, inputs, outputs=()) -> None:
+        """``wp.launch`` on the model's device through the coupler's :class:`~armillary.launch.LaunchCache`
+        (host argument packing once per argument set; replays are capturable)."""
+        cache = self.__dict__.get("_replays")
+        if cache is None:
+            cache = self._replays = LaunchCache(max_entries=256)
+        cache.launch(kernel, dim, inputs, outputs, device=self.model.device)
+
     # ------------------------------------------------------------------ state distribution
-    @staticmethod
-    def _copy_arrays(src, dst, names) -> int:
+    def _empty_rows(self, name: str):
+        """A cached empty array with the dtype of state array ``name`` (kernel placeholder)."""
+        cache = self.__dict__.setdefault("_empties", {})
+        a = cache.get(name)
+        if a is None:
+            a = cache[name] = wp.zeros(0, dtype=_STATE_DTYPES[name], device=self.model.device)
+        return a
+
+    def _planned(self, key, probe):
+        """The recorded plan ``(probe, run, result)`` for ``key`` when every array of ``probe`` is
+        still the same object (states whose arrays were replaced get a new plan), else ``None``."""
+        plan = self.__dict__.setdefault("_plans", {}).get(key)
+        if plan is not None and len(plan[0]) == len(probe) and all(a is b for a, b in zip(plan[0], probe)):
+            return plan
+        return None
+
+    def _record(self, key, probe, kernel, dim, inputs, result=None):
+        """Launch ``kernel`` now and keep it as the plan of ``key`` (replayed by :meth:`_planned`
+        users; packing the arguments once). At most 256 plans are kept."""
+        plans = self.__dict__.setdefault("_plans", {})
+        run = None
+        if dim:
+            run = replayer(wp.launch(kernel, dim=dim, inputs=list(inputs), device=self.model.device, record_cmd=True))
+            run()
+        if len(plans) >= 256:
+            plans.pop(next(iter(plans)))
+        plans[key] = (probe, run, result)
+
+    def _copy_arrays(self, src, dst, names, dst2=None) -> int:
+        """Copy the state arrays ``names`` (of ``_STATE_ARRAYS``) of ``src`` into ``dst`` (and
+        ``dst2`` when given) where both exist with the same shape and are not the same array; one
+        fused launch (``kernels.copy_state_kernel``) for all of them, recorded once per
+        (states, names) and replayed. Returns the :class:`~armillary.StateFlags` bits of the arrays
+        copied into ``dst``."""
+        if not isinstance(names, (tuple, frozenset)):
+            names = frozenset(names)
+        key = ("copy", id(src), id(dst), id(dst2), names)
+        probe = tuple(getattr(o, n, None) for o in (src, dst, dst2) for n, _ in _STATE_ARRAYS)
+        plan = self._planned(key, probe)
+        if plan is not None:
+            if plan[1] is not None:
+                plan[1]()
+            return plan[2]
         flags = 0
+        args_src, args_a, args_b = [], [], []
+        n = 0
         for name, flag in _STATE_ARRAYS:
-            if name not in names:
-                continue
-            a, b = getattr(src, name, None), getattr(dst, name, None)
-            if a is None or b is None or a is b or a.shape != b.shape or a.shape[0] == 0:
-                continue
-            wp.copy(b, a)
-            flags |= int(flag)
+            empty = self._empty_rows(name)
+            a = getattr(src, name, None) if name in names else None
+            b = c = None
+            if a is not None and a.shape[0]:
+                b = getattr(dst, name, None)
+                if b is None or b is a or b.shape != a.shape:
+                    b = None
+                if dst2 is not None and dst2 is not dst:
+                    c = getattr(dst2, name, None)
+                    if c is None or c is a or c.shape != a.shape:
+                        c = None
+                if (b is not None or c is not None) and not (a.dtype == empty.dtype and a.ndim == 1):
+                    for d in (b, c):  # unusual layout: plain copies
+                        if d is not None:
+                            wp.copy(d, a)
+                    flags |= int(flag) if b is not None else 0
+                    b = c = None
+            if b is not None:
+                flags |= int(flag)
+            if b is not None or c is not None:
+                n = max(n, int(a.shape[0]))
+            args_src.append(a if (b is not None or c is not None) else empty)
+            args_a.append(b if b is not None else empty)
+            args_b.append(c if c is not None else empty)
+        self._record(key, probe, kernels.copy_state_kernel, n, (*args_src, *args_a, *args_b), flags)
         return flags
 
     def _distribute_state(self, state_in, *, dt: float = 0.0, iteration_restart: bool = False) -> None:
         """Copy ``state_in`` (kinematic arrays and public force inputs) into each entry's input
         buffers and notify the entry solvers."""
-        names = {n for n, _ in _STATE_ARRAYS}
         for entry in self._entries:
-            flags = self._copy_arrays(state_in, entry.state_0, names)
-            if entry.state_1 is not entry.state_0:
-                self._copy_arrays(state_in, entry.state_1, names)
+            flags = self._copy_arrays(state_in, entry.state_0, _ALL_NAMES, entry.state_1)
             self._notify_input_state_update(entry, flags, dt=dt, iteration_restart=iteration_restart)
 
     def _notify_input_state_update(self, entry: SolverEntry, flags: int, *, dt: float = 0.0,
@@ -539,26 +612,30 @@ class SolverCoupled(SolverBase):
         return dst
 
     def _reconcile_state(self, state_in, state_out) -> None:
-        """``state_out``: unowned rows from ``state_in``, owned rows from their owner's output."""
+        """``state_out``: unowned rows from ``state_in``, owned rows from their owner's output
+        (one fused copy launch, then one fused scatter launch per entry)."""
         if state_out is not state_in:
-            for name in _RECONCILED:
-                a, b = getattr(state_in, name, None), getattr(state_out, name, None)
-                if a is not None and b is not None and a.shape == b.shape and a.shape[0]:
-                    wp.copy(b, a)
-        dev = self.model.device
+            self._copy_arrays(state_in, state_out, _RECONCILED)
+        names = ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q", "particle_qd")
         for entry in self._entries:
+            rows = (entry.body_rows, entry.particle_rows, entry.joint_q_rows, entry.joint_qd_rows)
             src = entry.state_out
-            for rows, names in ((entry.body_rows, ("body_q", "body_qd")),
-                                (entry.particle_rows, ("particle_q", "particle_qd")),
-                                (entry.joint_q_rows, ("joint_q",)), (entry.joint_qd_rows, ("joint_qd",))):  # fmt: skip
-                n = int(rows.shape[0])
-                if n == 0:
-                    continue
-                for name in names:
-                    a, b = getattr(src, name, None), getattr(state_out, name, None)
-                    if a is None or b is None:
-                        continue
-                    wp.launch(kernels.scatter_rows_kernel, dim=n, inputs=[rows, a, b], device=dev)
+            key = ("scatter", entry.index, id(src), id(state_out))
+            probe = (*rows, *(getattr(o, n, None) for o in (src, state_out) for n in names))
+            plan = self._planned(key, probe)
+            if plan is not None:
+                if plan[1] is not None:
+                    plan[1]()
+                continue
+            n = max(int(r.shape[0]) for r in rows)
+            srcs, dsts = [], []
+            for name in names:
+                a, b = getattr(src, name, None), getattr(state_out, name, None)
+                if a is None or b is None:
+                    a = b = self._empty_rows(name)
+                srcs.append(a)
+                dsts.append(b)
+            self._record(key, probe, kernels.scatter_state_kernel, n, (*rows, *srcs, *dsts))
 
     # ------------------------------------------------------------------ contacts
     def _contacts_for_entry(self, entry: SolverEntry, contacts):
@@ -568,19 +645,42 @@ class SolverCoupled(SolverBase):
         if not entry.solver.capabilities.collision_pipeline:
             return None
         comp = self._ensure_entry_contact_buffer(entry, contacts)
-        dev = contacts.device
         m = self.model
         if comp.rigid_max:
-            wp.launch(kernels.entry_rigid_keep_kernel, dim=comp.rigid_max,
-                      inputs=[contacts.rigid_contact_count, contacts.rigid_contact_shape0,
-                              contacts.rigid_contact_shape1, m.shape_body, entry.shape_visible, entry.body_active],
-                      outputs=[comp.rigid_keep], device=dev)  # fmt: skip
-        if comp.soft_max:
-            wp.launch(kernels.entry_soft_keep_kernel, dim=comp.soft_max,
-                      inputs=[contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
-                              entry.shape_visible, entry.particle_active],
-                      outputs=[comp.soft_keep], device=dev)  # fmt: skip
-        return comp.compact(contacts)
+            self._replay(kernels.entry_rigid_keep_kernel, comp.rigid_max,
+                         (contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                          m.shape_body, entry.shape_visible, entry.body_active), (comp.rigid_keep,))  # fmt: skip
+        # an entry without particles keeps no soft contact: its soft stream is just an empty count
+        soft = comp.soft_max and entry.particle_active.shape[0] > 0
+        if soft:
+            self._replay(kernels.entry_soft_keep_kernel, comp.soft_max,
+                         (contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
+                          entry.shape_visible, entry.particle_active), (comp.soft_keep,))  # fmt: skip
+        return self._compact_contacts(comp, contacts, soft=bool(soft))
+
+    def _compact_contacts(self, comp, src, *, soft: bool = True):
+        """``comp.compact(src)`` (a :class:`~armillary.solvers._coupling_kernels.ContactCompactor`
+        whose keep flags are set) with replayed launches: the same kernels, rows and counts (an
+        exclusive scan of the keep flags, one row-copy kernel per contact array; no host sync).
+        ``soft=False``: every soft keep flag is known to be 0 (only the soft count is zeroed)."""
+        from armillary.solvers._coupling_kernels import compact_count_kernel, compact_rows_kernel
+
+        dst = comp.dst
+        for keep, off, n, names, count_name in (
+            (comp.rigid_keep, comp._rigid_off, comp.rigid_max, comp.rigid_names, "rigid_contact_count"),
+            (comp.soft_keep, comp._soft_off, comp.soft_max, comp.soft_names, "soft_contact_count"),
+        ):
+            if n == 0 or (not soft and count_name == "soft_contact_count"):
+                getattr(dst, count_name).zero_()
+                continue
+            wp.utils.array_scan(keep, off, inclusive=False)
+            for name in names:
+                a, b = getattr(src, name, None), getattr(dst, name, None)
+                if a is None or b is None or a.dtype != b.dtype or b.shape[0] != n:
+                    continue
+                self._replay(compact_rows_kernel, n, (keep, off, a, b))
+            self._replay(compact_count_kernel, 1, (keep, off), (getattr(dst, count_name),))
+        return dst
 
     def _ensure_entry_contact_buffer(self, entry: SolverEntry, contacts):
         from armillary.solvers._coupling_kernels import ContactCompactor
@@ -656,7 +756,7 @@ class SolverCoupled(SolverBase):
         dt=0)``.
         """
         super().reset(state, world_mask=world_mask, flags=flags)
-        names = {n for n, _ in _STATE_ARRAYS}
+        names = _ALL_NAMES
         for entry in self._entries:
             self._copy_arrays(state, entry.state_0, names)
             entry.solver.reset(entry.state_0, world_mask=world_mask, flags=flags)

@@ -9,7 +9,9 @@ on the next pass (the next proxy iteration, or the next step).
 One coupled step, for ``iterations`` passes (per (source, destination) group):
 
 1. the source's input state is set from ``state_in`` plus the lagged feedback added to its
-   public force inputs, and the source is stepped;
+   public force inputs (``"lagged"``, first pass of the step: the predictor
+   ``F + b (F - F_last)``, see :attr:`SolverCoupledProxy.lagged_extrapolation`), and the source
+   is stepped;
 2. the destination's input state is set from ``state_in``; the proxy rows get the source's begin
    pose (``"lagged"``) or end pose (``"staggered"``) and its end velocity;
 3. ``"lagged"`` only: ``coupling_rewind_proxy_body`` / ``_particle`` remove from the proxy
@@ -18,8 +20,9 @@ One coupled step, for ``iterations`` passes (per (source, destination) group):
 4. contacts: the proxy's ``collision_pipeline(destination_view)`` (refreshed every
    ``collide_interval`` steps into a persistent buffer; inner iterations reuse it) or the outer
    ``contacts``; then ``coupling_prepare_proxy_contacts`` (drops proxy-proxy / proxy-static rows);
-5. the destination is stepped; ``coupling_harvest_proxy_wrenches`` / ``_particle_forces``
-   report the feedback (solver hook or momentum fallback);
+5. the destination is stepped (``substeps`` times); ``coupling_harvest_proxy_wrenches`` /
+   ``_particle_forces`` report the feedback, the mean interaction force over the whole step
+   (solver hook or momentum fallback);
 6. relaxation: ``feedback = w * harvested + (1 - w) * feedback`` with ``w`` fixed
    (``proxy_relaxation``) or Aitken-adapted within the step (``proxy_relaxation_mode="aitken"``,
    clamped to ``[proxy_relaxation_min, proxy_relaxation_max]``).
@@ -40,7 +43,7 @@ import warp as wp
 
 from armillary.flags import ModelFlags, StateFlags
 from armillary.solvers import Coordinates, SolverCapabilities
-from armillary.solvers.coupling import ENDPOINT_PARTICLE, coupling_hook
+from armillary.solvers.coupling import ENDPOINT_PARTICLE, CouplingInterface, coupling_hook
 
 from .solver_coupled import SolverCoupled, SolverEntry
 
@@ -84,25 +87,43 @@ def _sync_particle_kernel(
 
 
 @wp.kernel
-def _add_body_feedback_kernel(
+def _source_feedback_kernel(
     src_rows: wp.array(dtype=wp.int32),
-    feedback: wp.array(dtype=wp.spatial_vector),
-    body_f: wp.array(dtype=wp.spatial_vector),
+    feedback: wp.array(dtype=Any),
+    feedback_last: wp.array(dtype=Any),
+    extrapolation: float,
+    first_pass: int,
+    force_a: wp.array(dtype=Any),
+    force_b: wp.array(dtype=Any),
 ):
+    """Add the lagged feedback of proxy ``p`` to its source row of the source's force inputs.
+
+    ``feedback`` is the destination's mean interaction force over the last solved step (body
+    wrench ``(f, tau)`` [N, N m], world frame at the COM, or particle force [N]); it is centred
+    half a step before the source step's start. On the first pass of a step (``first_pass``)
+    the source gets the second-order predictor ``F + extrapolation * (F - F_last)`` (with
+    ``extrapolation = 0.5``: the linear extrapolation of the feedback history to the step's
+    start, where the source's semi-implicit update evaluates its forces) and ``F_last`` becomes
+    ``F``; later passes add the current iterate ``F`` unchanged. ``force_a`` / ``force_b``: the
+    source's ``body_f`` / ``particle_f`` of its two input states (``force_b`` empty when there
+    is one, or ``force_a`` empty when the source state has no force input).
+    """
     p = wp.tid()
-    b = src_rows[p]
-    body_f[b] = body_f[b] + feedback[p]
+    f = feedback[p]
+    if first_pass != 0:
+        f = f + extrapolation * (f - feedback_last[p])
+        feedback_last[p] = feedback[p]
+    r = src_rows[p]
+    if force_a.shape[0] > 0:
+        force_a[r] = force_a[r] + f
+    if force_b.shape[0] > 0:
+        force_b[r] = force_b[r] + f
 
 
-@wp.kernel
-def _add_particle_feedback_kernel(
-    src_rows: wp.array(dtype=wp.int32),
-    feedback: wp.array(dtype=wp.vec3),
-    particle_f: wp.array(dtype=wp.vec3),
-):
-    p = wp.tid()
-    i = src_rows[p]
-    particle_f[i] = particle_f[i] + feedback[p]
+for _dtype in (wp.spatial_vector, wp.vec3):
+    wp.overload(_source_feedback_kernel, {"feedback": wp.array(dtype=_dtype), "feedback_last": wp.array(dtype=_dtype),
+                                          "force_a": wp.array(dtype=_dtype),
+                                          "force_b": wp.array(dtype=_dtype)})  # fmt: skip
 
 
 @wp.kernel
@@ -228,11 +249,13 @@ def _reset_body_feedback_kernel(
     world_mask: wp.array(dtype=wp.bool),
     feedback: wp.array(dtype=wp.spatial_vector),
     prev_res: wp.array(dtype=wp.spatial_vector),
+    feedback_last: wp.array(dtype=wp.spatial_vector),
 ):
     p = wp.tid()
     if _world_selected(body_world[src_rows[p]], world_mask):
         feedback[p] = wp.spatial_vector()
         prev_res[p] = wp.spatial_vector()
+        feedback_last[p] = wp.spatial_vector()
 
 
 @wp.kernel
@@ -242,11 +265,24 @@ def _reset_particle_feedback_kernel(
     world_mask: wp.array(dtype=wp.bool),
     feedback: wp.array(dtype=wp.vec3),
     prev_res: wp.array(dtype=wp.vec3),
+    feedback_last: wp.array(dtype=wp.vec3),
 ):
     p = wp.tid()
     if _world_selected(particle_world[src_rows[p]], world_mask):
         feedback[p] = wp.vec3()
         prev_res[p] = wp.vec3()
+        feedback_last[p] = wp.vec3()
+
+
+def _overrides(solver, hook: str) -> bool:
+    """Whether ``solver`` implements coupling hook ``hook`` itself (not the mixin's default)."""
+    method = getattr(type(solver), hook, None)
+    return method is not None and method is not getattr(CouplingInterface, hook)
+
+
+def _or(model, name, default):
+    value = getattr(model, name, None)
+    return default if value is None else value
 
 
 # ---------------------------------------------------------------------- run-time records
@@ -275,9 +311,13 @@ class _ProxyGroup:
     body_local_to_proxy: wp.array = None  # destination view rows -> proxy index, -1 elsewhere
     particle_local_to_proxy: wp.array = None
     body_feedback: wp.array = None  # lagged feedback wrench per body proxy [N, N m]
+    body_feedback_last: wp.array = None  # the feedback one step earlier (lagged predictor)
+    empty_body_f: wp.array = None
     body_raw: wp.array = None
     body_prev_res: wp.array = None
     particle_feedback: wp.array = None  # lagged feedback force per particle proxy [N]
+    particle_feedback_last: wp.array = None
+    empty_particle_f: wp.array = None
     particle_raw: wp.array = None
     particle_prev_res: wp.array = None
     body_qd_before: wp.array = None
@@ -294,6 +334,12 @@ class _ProxyGroup:
     pipeline: object = None
     contacts: object = None
     collide_interval: int = 1
+    outer_local: object = None  # outer contacts filtered for the destination (this step)
+    prepared: object = None  # destination contacts after the default prepare filter (this step)
+    proxy_compactor: object = None
+    empty_i: wp.array = None
+    empty_vec3: wp.array = None
+    empty_f: wp.array = None
 
 
 @dataclasses.dataclass
@@ -336,6 +382,26 @@ class SolverCoupledProxy(SolverCoupled):
     """
 
     capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, collision_pipeline=True)
+
+    lagged_extrapolation: float = 0.6
+    """Weight ``b`` of the lagged-mode feedback predictor: the first proxy pass of a step gives the
+    source ``F + b (F - F_last)`` instead of the bare lagged feedback ``F`` (``F_last``: the
+    feedback one step earlier; later passes of the step give the current iterate ``F``).
+
+    ``F`` is the destination's mean interaction force over the previous step, i.e. centred half a
+    step before the start of the step the source is about to take, where a semi-implicit source
+    evaluates its forces. ``b = 0`` applies it a full step late, a phase lag that acts as negative
+    damping on stiff (substepped, projective) destination contacts: a box dropped on XPBD cloth
+    bounces off and its rocking mode blows up. ``b = 0.5`` extrapolates ``F`` linearly to the step's
+    start (no first-order lag); the default ``0.6`` adds a small phase lead, i.e. a little
+    numerical damping, so that the weakly damped bounce/rocking of a body resting on a trampoline
+    decays. Staggered groups ignore it. Class attribute (the reference API has no such option)."""
+
+    fast_default_hooks: bool = True
+    """Whether the coupler runs the mixin's default proxy hooks (rewind, momentum harvest,
+    proxy-contact filter) itself, with replayed launches of the same kernels (same results, less
+    host overhead per iteration); ``False`` calls the hooks. Solvers that implement a hook always
+    get their own."""
 
     @dataclasses.dataclass
     class Proxy:
@@ -609,9 +675,16 @@ class SolverCoupledProxy(SolverCoupled):
         lp[g.particle_dst] = np.arange(npp, dtype=np.int32)
         g.particle_local_to_proxy = i32(lp)
         g.body_feedback = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
+        g.body_feedback_last = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
+        g.empty_body_f = wp.zeros(0, dtype=wp.spatial_vector, device=dev)
+        g.empty_i = wp.zeros(0, dtype=wp.int32, device=dev)
+        g.empty_vec3 = wp.zeros(0, dtype=wp.vec3, device=dev)
+        g.empty_f = wp.zeros(0, dtype=float, device=dev)
         g.body_raw = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.body_prev_res = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.particle_feedback = wp.zeros(npp, dtype=wp.vec3, device=dev)
+        g.particle_feedback_last = wp.zeros(npp, dtype=wp.vec3, device=dev)
+        g.empty_particle_f = wp.zeros(0, dtype=wp.vec3, device=dev)
         g.particle_raw = wp.zeros(npp, dtype=wp.vec3, device=dev)
         g.particle_prev_res = wp.zeros(npp, dtype=wp.vec3, device=dev)
         g.body_qd_before = wp.zeros(nb_view, dtype=wp.spatial_vector, device=dev)
@@ -654,51 +727,68 @@ class SolverCoupledProxy(SolverCoupled):
         raise KeyError(f"{type(self).__name__}: no proxy group {source!r} -> {destination!r}")
 
     # ------------------------------------------------------------------ stepping
+    def _launch(self, kernel, dim, inputs, outputs=()) -> None:
+        """A launch replayed from the coupler's launch cache (arguments packed once per set)."""
+        self._replay(kernel, dim, inputs, outputs)
+
     def _distribute_entry(self, entry: SolverEntry, state_in) -> int:
-        from .solver_coupled import _STATE_ARRAYS
+        from .solver_coupled import _ALL_NAMES
 
-        names = {n for n, _ in _STATE_ARRAYS}
-        flags = self._copy_arrays(state_in, entry.state_0, names)
-        if entry.state_1 is not entry.state_0:
-            self._copy_arrays(state_in, entry.state_1, names)
-        return flags
+        return self._copy_arrays(state_in, entry.state_0, _ALL_NAMES, entry.state_1)
 
-    def _add_source_feedback(self, g: _ProxyGroup) -> int:
-        src, dev = g.source, self.model.device
+    def _add_source_feedback(self, g: _ProxyGroup, iteration: int) -> int:
+        """Add the lagged feedback (the predictor on a lagged step's first pass) to the source's
+        force inputs; returns the :class:`~armillary.StateFlags` of the arrays written."""
+        src = g.source
+        first = int(iteration == 0)
+        beta = self.lagged_extrapolation if g.mode_lagged else 0.0
         flags = 0
-        states = (src.state_0,) if src.state_1 is src.state_0 else (src.state_0, src.state_1)
-        for st in states:
-            if len(g.body_src) and getattr(st, "body_f", None) is not None and st.body_f.shape[0]:
-                wp.launch(_add_body_feedback_kernel, dim=len(g.body_src),
-                          inputs=[g.d_body_src, g.body_feedback, st.body_f], device=dev)  # fmt: skip
-                flags |= int(StateFlags.BODY_F)
-            if len(g.particle_src) and getattr(st, "particle_f", None) is not None and st.particle_f.shape[0]:
-                wp.launch(_add_particle_feedback_kernel, dim=len(g.particle_src),
-                          inputs=[g.d_particle_src, g.particle_feedback, st.particle_f], device=dev)  # fmt: skip
-                flags |= int(StateFlags.PARTICLE_F)
+        two = src.state_1 is not src.state_0
+        for n, attr, feedback, last, rows, flag in (
+                (len(g.body_src), "body_f", g.body_feedback, g.body_feedback_last, g.d_body_src, StateFlags.BODY_F),
+                (len(g.particle_src), "particle_f", g.particle_feedback, g.particle_feedback_last, g.d_particle_src,
+                 StateFlags.PARTICLE_F)):  # fmt: skip
+            if not n:
+                continue
+            fa = getattr(src.state_0, attr, None)
+            fb = getattr(src.state_1, attr, None) if two else None
+            empty = g.empty_body_f if attr == "body_f" else g.empty_particle_f
+            fa = fa if fa is not None and fa.shape[0] else empty
+            fb = fb if fb is not None and fb.shape[0] else empty
+            self._launch(_source_feedback_kernel, n, (rows, feedback, last, float(beta), first, fa, fb))
+            if fa.shape[0] or fb.shape[0]:
+                flags |= int(flag)
         return flags
 
     def _sync_proxies(self, g: _ProxyGroup, state_in) -> int:
         """Write the source's pose (begin or end) and end velocity into the destination proxies."""
-        src, dst, dev = g.source, g.destination, self.model.device
+        src, dst = g.source, g.destination
         out = src.state_out
         flags = 0
         if len(g.body_src):
             q = state_in.body_q if g.mode_lagged else out.body_q
-            wp.launch(_sync_body_kernel, dim=len(g.body_src),
-                      inputs=[g.d_body_src, g.d_body_dst, q, out.body_qd, dst.state_0.body_q, dst.state_0.body_qd],
-                      device=dev)  # fmt: skip
+            self._launch(_sync_body_kernel, len(g.body_src),
+                         (g.d_body_src, g.d_body_dst, q, out.body_qd, dst.state_0.body_q, dst.state_0.body_qd))
             flags |= int(StateFlags.BODY_Q | StateFlags.BODY_QD)
         if len(g.particle_src):
             q = state_in.particle_q if g.mode_lagged else out.particle_q
-            wp.launch(_sync_particle_kernel, dim=len(g.particle_src),
-                      inputs=[g.d_particle_src, g.d_particle_dst, q, out.particle_qd, dst.state_0.particle_q,
-                              dst.state_0.particle_qd], device=dev)  # fmt: skip
+            self._launch(_sync_particle_kernel, len(g.particle_src),
+                         (g.d_particle_src, g.d_particle_dst, q, out.particle_qd, dst.state_0.particle_q,
+                          dst.state_0.particle_qd))  # fmt: skip
             flags |= int(StateFlags.PARTICLE_Q | StateFlags.PARTICLE_QD)
         return flags
 
     def _destination_contacts(self, g: _ProxyGroup, contacts, iteration: int):
+        """The contacts of the destination solve of pass ``iteration``: the proxy-local pipeline's
+        persistent buffer (refreshed on the first pass of every ``collide_interval``-th step) or
+        the outer contacts filtered for the destination, then ``coupling_prepare_proxy_contacts``.
+
+        Within one step the inputs of both filters are unchanged after the first pass (the outer
+        contacts and the cached pipeline result, the entry masks, the view's flags), so with the
+        mixin's default prepare hook later passes reuse the first pass's buffer; a solver's own
+        hook is called on every pass (``contacts_freshly_detected`` tells it what changed)."""
         dst = g.destination
+        default_hook = self.fast_default_hooks and not _overrides(dst.solver, "coupling_prepare_proxy_contacts")
         fresh = False
         if g.pipeline is not None:
             if iteration == 0 and self._step_count % g.collide_interval == 0:
@@ -706,19 +796,127 @@ class SolverCoupledProxy(SolverCoupled):
                 fresh = True
             local = g.contacts
         else:
-            local = self._contacts_for_entry(dst, contacts)
+            if iteration == 0 or not default_hook:  # a solver's hook may edit the buffer it gets
+                g.outer_local = self._contacts_for_entry(dst, contacts)
+            local = g.outer_local
             fresh = iteration == 0
         if local is None:
             return None
+        if default_hook:
+            if iteration == 0 or fresh or g.prepared is None:
+                g.prepared = self._prepare_proxy_contacts_default(g, local)
+            return g.prepared
         return coupling_hook(dst.solver, "coupling_prepare_proxy_contacts")(dst.state_0, local,
                                                                             contacts_freshly_detected=fresh)
 
+    def _prepare_proxy_contacts_default(self, g: _ProxyGroup, contacts):
+        """The mixin's default ``coupling_prepare_proxy_contacts`` for the destination (the same
+        keep kernels on the destination view's flags, the same compaction; rows and counts are
+        identical) with replayed launches into a buffer owned by the group: drops proxy-proxy and
+        proxy-static rows."""
+        from armillary.solvers import _coupling_kernels as K
+
+        model = g.destination.solver.model
+        comp = g.proxy_compactor
+        if comp is None or not comp.matches(contacts):
+            comp = g.proxy_compactor = K.ContactCompactor(contacts)
+        empty_i = g.empty_i
+        nb = int(getattr(model, "body_count", 0) or 0)
+        inv_mass = model.body_inv_mass if nb else g.empty_f
+        flags = _or(model, "body_flags", empty_i) if nb else empty_i
+        shape_body = _or(model, "shape_body", empty_i)
+        if comp.rigid_max:
+            self._launch(K.proxy_rigid_keep_kernel, comp.rigid_max,
+                         (contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                          shape_body, flags, inv_mass), (comp.rigid_keep,))  # fmt: skip
+        if comp.soft_max:
+            npart = int(getattr(model, "particle_count", 0) or 0)
+            pflags = _or(model, "particle_flags", empty_i) if npart else empty_i
+            self._launch(K.proxy_soft_keep_kernel, comp.soft_max,
+                         (contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
+                          shape_body, flags, inv_mass, pflags), (comp.soft_keep,))  # fmt: skip
+        return self._compact_contacts(comp, contacts)
+
+    def _rewind(self, g: _ProxyGroup, dt: float) -> None:
+        """Lagged rewind of the destination's proxy velocities (``coupling_rewind_proxy_body`` /
+        ``_particle`` with the feedback buffer and the destination's cached gravity). For a
+        solver keeping the mixin's default, the coupler launches the default's kernel itself with
+        the same arguments (replayed: no per-call allocation)."""
+        from armillary.solvers import _coupling_kernels as K
+
+        dst = g.destination
+        g_body, g_part = self.entry_gravity_acceleration(dst.name)
+        model, st = dst.solver.model, dst.state_0
+        fast = self.fast_default_hooks
+        if len(g.body_src) and int(getattr(model, "body_count", 0) or 0):
+            if fast and not _overrides(dst.solver, "coupling_rewind_proxy_body"):
+                bf = getattr(st, "body_f", None)
+                self._launch(K.rewind_body_kernel, int(model.body_count),
+                             (g.body_local_to_proxy, st.body_q, st.body_qd, g.empty_body_f if bf is None else bf,
+                              model.body_inv_mass, model.body_inv_inertia, g.body_feedback,
+                              g.empty_vec3 if g_body is None else g_body, float(dt)))  # fmt: skip
+            else:
+                coupling_hook(dst.solver, "coupling_rewind_proxy_body")(g.body_local_to_proxy, st, g.body_feedback,
+                                                                        g_body, dt)  # fmt: skip
+        if len(g.particle_src) and int(getattr(model, "particle_count", 0) or 0):
+            if fast and not _overrides(dst.solver, "coupling_rewind_proxy_particle"):
+                pf = getattr(st, "particle_f", None)
+                self._launch(K.rewind_particle_kernel, int(model.particle_count),
+                             (g.particle_local_to_proxy, st.particle_qd, g.empty_particle_f if pf is None else pf,
+                              model.particle_inv_mass, g.particle_feedback,
+                              g.empty_vec3 if g_part is None else g_part, float(dt)))  # fmt: skip
+            else:
+                coupling_hook(dst.solver, "coupling_rewind_proxy_particle")(g.particle_local_to_proxy, st,
+                                                                            g.particle_feedback, g_part, dt)  # fmt: skip
+
+    def _harvest(self, g: _ProxyGroup, local_contacts, dt: float) -> None:
+        """Harvest the feedback of the destination step into ``body_raw`` / ``particle_raw``
+        (zeroed first) through ``coupling_harvest_proxy_wrenches`` / ``_particle_forces``. For a
+        solver keeping the mixin's momentum fallback, the coupler launches the fallback's kernel
+        itself with the same arguments and the destination's gravity acceleration
+        (:meth:`entry_gravity_acceleration`, cached instead of re-evaluated per call)."""
+        from armillary.solvers import _coupling_kernels as K
+
+        dst = g.destination
+        model, st, out = dst.solver.model, dst.state_0, dst.state_out
+        fast = self.fast_default_hooks
+        if len(g.body_src):
+            g.body_raw.zero_()
+            nb = int(getattr(model, "body_count", 0) or 0)
+            if fast and not _overrides(dst.solver, "coupling_harvest_proxy_wrenches"):
+                if nb:
+                    g_body, _ = self.entry_gravity_acceleration(dst.name)
+                    bf = getattr(st, "body_f", None)
+                    self._launch(K.harvest_body_kernel, nb,
+                                 (g.body_local_to_proxy, g.body_qd_before, out.body_q, out.body_qd,
+                                  g.empty_body_f if bf is None else bf, model.body_mass, model.body_inertia, g_body,
+                                  1.0 / float(dt)), (g.body_raw,))  # fmt: skip
+            else:
+                coupling_hook(dst.solver, "coupling_harvest_proxy_wrenches")(
+                    g.body_local_to_proxy, g.body_raw, body_qd_before=g.body_qd_before, state=st, state_out=out,
+                    contacts=local_contacts, dt=dt)
+        if len(g.particle_src):
+            g.particle_raw.zero_()
+            n = int(getattr(model, "particle_count", 0) or 0)
+            if fast and not _overrides(dst.solver, "coupling_harvest_proxy_particle_forces"):
+                if n:
+                    _, g_part = self.entry_gravity_acceleration(dst.name)
+                    pf = getattr(st, "particle_f", None)
+                    self._launch(K.harvest_particle_kernel, n,
+                                 (g.particle_local_to_proxy, g.particle_qd_before, out.particle_qd,
+                                  g.empty_particle_f if pf is None else pf, model.particle_mass, g_part,
+                                  1.0 / float(dt)), (g.particle_raw,))  # fmt: skip
+            else:
+                coupling_hook(dst.solver, "coupling_harvest_proxy_particle_forces")(
+                    g.particle_local_to_proxy, g.particle_raw, particle_qd_before=g.particle_qd_before, state=st,
+                    state_out=out, contacts=local_contacts, dt=dt)
+
     def _proxy_pass(self, g: _ProxyGroup, state_in, control, contacts, dt: float, iteration: int) -> None:
-        src, dst, dev = g.source, g.destination, self.model.device
+        src, dst = g.source, g.destination
         restart = iteration > 0
         # 1. source step with the lagged feedback added to its force input
         flags = self._distribute_entry(src, state_in)
-        flags |= self._add_source_feedback(g)
+        flags |= self._add_source_feedback(g, iteration)
         self._notify_input_state_update(src, flags, dt=dt, iteration_restart=restart)
         self._step_entry(src, control, contacts, dt)
         # 2. destination input: shared state, proxies from the source
@@ -726,13 +924,7 @@ class SolverCoupledProxy(SolverCoupled):
         flags |= self._sync_proxies(g, state_in)
         # 3. lagged rewind
         if g.mode_lagged:
-            g_body, g_part = self.entry_gravity_acceleration(dst.name)
-            if len(g.body_src):
-                coupling_hook(dst.solver, "coupling_rewind_proxy_body")(g.body_local_to_proxy, dst.state_0,
-                                                                        g.body_feedback, g_body, dt)  # fmt: skip
-            if len(g.particle_src):
-                coupling_hook(dst.solver, "coupling_rewind_proxy_particle")(g.particle_local_to_proxy, dst.state_0,
-                                                                            g.particle_feedback, g_part, dt)  # fmt: skip
+            self._rewind(g, dt)
         self._notify_input_state_update(dst, flags, dt=dt, iteration_restart=restart)
         if len(g.body_src):
             wp.copy(g.body_qd_before, dst.state_0.body_qd)
@@ -742,44 +934,31 @@ class SolverCoupledProxy(SolverCoupled):
         local_contacts = self._destination_contacts(g, contacts, iteration)
         self._step_entry(dst, control, local_contacts, dt, filter_contacts=False)
         # harvest
-        if len(g.body_src):
-            g.body_raw.zero_()
-            coupling_hook(dst.solver, "coupling_harvest_proxy_wrenches")(
-                g.body_local_to_proxy, g.body_raw, body_qd_before=g.body_qd_before, state=dst.state_0,
-                state_out=dst.state_out, contacts=local_contacts, dt=dt)
-        if len(g.particle_src):
-            g.particle_raw.zero_()
-            coupling_hook(dst.solver, "coupling_harvest_proxy_particle_forces")(
-                g.particle_local_to_proxy, g.particle_raw, particle_qd_before=g.particle_qd_before,
-                state=dst.state_0, state_out=dst.state_out, contacts=local_contacts, dt=dt)
+        self._harvest(g, local_contacts, dt)
         # 6. relaxation
         nd = int(g.omega.shape[0])
         if len(g.body_src):
-            wp.launch(_aitken_accumulate_body_kernel, dim=len(g.body_src),
-                      inputs=[g.body_raw, g.body_feedback, g.body_prev_res, g.d_body_decl, g.acc_dot, g.acc_sq],
-                      device=dev)  # fmt: skip
+            self._launch(_aitken_accumulate_body_kernel, len(g.body_src),
+                         (g.body_raw, g.body_feedback, g.body_prev_res, g.d_body_decl, g.acc_dot, g.acc_sq))
         if len(g.particle_src):
-            wp.launch(_aitken_accumulate_particle_kernel, dim=len(g.particle_src),
-                      inputs=[g.particle_raw, g.particle_feedback, g.particle_prev_res, g.d_particle_decl, g.acc_dot,
-                              g.acc_sq], device=dev)  # fmt: skip
-        wp.launch(_relaxation_kernel, dim=nd,
-                  inputs=[iteration, g.relax_base, g.relax_aitken, g.relax_lo, g.relax_hi, g.acc_dot, g.acc_sq,
-                          g.omega], device=dev)  # fmt: skip
+            self._launch(_aitken_accumulate_particle_kernel, len(g.particle_src),
+                         (g.particle_raw, g.particle_feedback, g.particle_prev_res, g.d_particle_decl, g.acc_dot,
+                          g.acc_sq))  # fmt: skip
+        self._launch(_relaxation_kernel, nd,
+                     (iteration, g.relax_base, g.relax_aitken, g.relax_lo, g.relax_hi, g.acc_dot, g.acc_sq, g.omega))
         diag = self.diagnostics
         if len(g.body_src):
-            wp.launch(_blend_kernel, dim=len(g.body_src),
-                      inputs=[g.body_raw, g.d_body_decl, g.omega, iteration, g.body_feedback, g.body_prev_res,
-                              diag.proxy_feedback_change, diag.proxy_feedback_norm], device=dev)  # fmt: skip
+            self._launch(_blend_kernel, len(g.body_src),
+                         (g.body_raw, g.d_body_decl, g.omega, iteration, g.body_feedback, g.body_prev_res,
+                          diag.proxy_feedback_change, diag.proxy_feedback_norm))  # fmt: skip
         if len(g.particle_src):
-            wp.launch(_blend_kernel, dim=len(g.particle_src),
-                      inputs=[g.particle_raw, g.d_particle_decl, g.omega, iteration, g.particle_feedback,
-                              g.particle_prev_res, diag.proxy_feedback_change, diag.proxy_feedback_norm],
-                      device=dev)  # fmt: skip
+            self._launch(_blend_kernel, len(g.particle_src),
+                         (g.particle_raw, g.d_particle_decl, g.omega, iteration, g.particle_feedback,
+                          g.particle_prev_res, diag.proxy_feedback_change, diag.proxy_feedback_norm))  # fmt: skip
         if g is self._groups[0]:
-            wp.launch(_record_relaxation_kernel, dim=1, inputs=[g.omega, iteration, diag.proxy_relaxation], device=dev)
+            self._launch(_record_relaxation_kernel, 1, (g.omega, iteration, diag.proxy_relaxation))
 
     def _step_coupled(self, state_in, state_out, control, contacts, dt: float) -> None:
-        dev = self.model.device
         diag = self.diagnostics
         it = int(self.coupling.iterations)
         diag.proxy_feedback_change.zero_()
@@ -794,8 +973,8 @@ class SolverCoupledProxy(SolverCoupled):
         for k in range(it):
             for g in self._groups:
                 self._proxy_pass(g, state_in, control, contacts, dt, k)
-        wp.launch(_sqrt_kernel, dim=it, inputs=[diag.proxy_feedback_change], device=dev)
-        wp.launch(_sqrt_kernel, dim=it, inputs=[diag.proxy_feedback_norm], device=dev)
+        self._launch(_sqrt_kernel, it, (diag.proxy_feedback_change,))
+        self._launch(_sqrt_kernel, it, (diag.proxy_feedback_norm,))
         self._step_count += 1
         self._outputs_valid = True
         self._reconcile_state(state_in, state_out)
@@ -819,11 +998,13 @@ class SolverCoupledProxy(SolverCoupled):
         for g in self._groups:
             if len(g.body_src):
                 wp.launch(_reset_body_feedback_kernel, dim=len(g.body_src),
-                          inputs=[g.d_body_src, m.body_world, mask, g.body_feedback, g.body_prev_res],
+                          inputs=[g.d_body_src, m.body_world, mask, g.body_feedback, g.body_prev_res,
+                                  g.body_feedback_last],
                           device=dev)  # fmt: skip
             if len(g.particle_src):
                 wp.launch(_reset_particle_feedback_kernel, dim=len(g.particle_src),
-                          inputs=[g.d_particle_src, m.particle_world, mask, g.particle_feedback, g.particle_prev_res],
+                          inputs=[g.d_particle_src, m.particle_world, mask, g.particle_feedback, g.particle_prev_res,
+                                  g.particle_feedback_last],
                           device=dev)  # fmt: skip
             reset_matching = getattr(g.pipeline, "reset_contact_matching", None)
             if reset_matching is not None:
