@@ -13,28 +13,18 @@ two surfaces (``n . (p1 - p0) - margin0 - margin1``), ``pos`` = their midpoint, 
 as MuJoCo mixes the two geoms' (priority, then max condim / friction, ``solmix``-weighted
 solref/solimp; ``includemargin = 0`` since ``dist`` already includes the contact margins;
 contacts with ``dist > 0`` are marked "in gap" (``exclude = 1``) and stay out of the constraints, as
-MuJoCo marks its own). The rows are computed for all contacts at once with numpy; only
-``mj_addContact`` (MuJoCo's one-contact API) is called per contact; each world mixes the
-parameters of its own ``MjModel``.
+MuJoCo marks its own). The rows of all contacts are computed in one launch of the MuJoCo Warp
+backend's conversion kernel (:mod:`.warp_contacts`, each world mixing the parameters of its own
+``MjModel``); only ``mj_addContact`` (MuJoCo's one-contact API) is called per contact.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .state_map import qrot
-
-
-def _frames(n):
-    """Contact frames (k, 9): rows normal and two unit tangents (right-handed), per normal (k, 3)."""
-    a = np.where((np.abs(n[:, 0]) < 0.5)[:, None], np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0]))
-    t1 = np.cross(n, a)
-    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
-    return np.concatenate([n, t1, np.cross(n, t1)], axis=1)
-
 
 class ContactInjector:
-    """Per-solver tables mapping armillary shapes to MuJoCo geoms (and their worlds)."""
+    """Per-solver maps from armillary shapes to MuJoCo geoms (of world 0's model) and worlds."""
 
     def __init__(self, solver):
         model = solver.model
@@ -50,49 +40,22 @@ class ContactInjector:
         for s in conv.global_shapes:
             self.shape_world[int(s)] = -1
             self.shape_geom[int(s)] = conv.geom_ids[int(s)]
-        self.shape_body = model.shape_body.numpy() if ns else np.zeros(0, np.int64)
-
-
-def mixed_params(m, g1, g2):
-    """MuJoCo's parameter mixing of geom pairs ``(g1[k], g2[k])`` of model ``m`` (arrays):
-    ``(condim (k,), friction (k, 5), solref (k, 2), solimp (k, 5))``: the higher priority geom's
-    values, else max condim / friction and ``solmix``-weighted solref / solimp."""
-    p1, p2 = m.geom_priority[g1], m.geom_priority[g2]
-    s1, s2 = m.geom_solmix[g1], m.geom_solmix[g2]
-    tot = s1 + s2
-    mix = np.where(tot < 1e-15, 0.5, s1 / np.where(tot < 1e-15, 1.0, tot))[:, None]
-    r1, r2 = m.geom_solref[g1], m.geom_solref[g2]
-    both_pos = ((r1[:, 0] > 0) & (r2[:, 0] > 0))[:, None]
-    solref = np.where(both_pos, mix * r1 + (1 - mix) * r2, np.minimum(r1, r2))
-    solimp = mix * m.geom_solimp[g1] + (1 - mix) * m.geom_solimp[g2]
-    condim = np.maximum(m.geom_condim[g1], m.geom_condim[g2])
-    fr = np.maximum(m.geom_friction[g1], m.geom_friction[g2])
-    winner = np.where(p1 > p2, g1, g2)
-    pick = (p1 != p2)
-    condim = np.where(pick, m.geom_condim[winner], condim)
-    fr = np.where(pick[:, None], m.geom_friction[winner], fr)
-    solref = np.where(pick[:, None], m.geom_solref[winner], solref)
-    solimp = np.where(pick[:, None], m.geom_solimp[winner], solimp)
-    friction = np.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=1)
-    return condim, friction, solref, solimp
 
 
 def step_with_injected_contacts(solver, contacts) -> None:
     """Step every world's ``MjData`` with armillary's ``contacts`` in place of MuJoCo's collision.
 
-    The contact rows are computed with numpy for all contacts at once; MuJoCo's API adds contacts
-    one call at a time (``mj_addContact`` of a template), after which the added slice of
-    ``d.contact`` is overwritten with the rows in bulk."""
+    The contact rows of all contacts come from the MuJoCo Warp backend's conversion kernel
+    (:mod:`.warp_contacts`: the same geometry and parameter mixing, one launch) into host
+    buffers; MuJoCo's API adds contacts one call at a time (``mj_addContact`` of a template),
+    after which the added slice of ``d.contact`` is overwritten with the rows in bulk."""
     import mujoco
 
-    inj = solver.__dict__.get("_injector")
-    if inj is None:
-        inj = solver._injector = ContactInjector(solver)
     rows = None
     if contacts is not None and int(getattr(contacts, "rigid_contact_max", 0) or 0) > 0:
         n = min(int(contacts.rigid_contact_count.numpy()[0]), int(contacts.rigid_contact_max))
         if n:
-            rows = _rows(solver, inj, contacts, n)
+            rows = _rows(solver, contacts)
     template = mujoco.MjContact()
     integrator = int(solver.mj_model.opt.integrator)
     for w, d in enumerate(solver.mj_datas):
@@ -120,42 +83,33 @@ def step_with_injected_contacts(solver, contacts) -> None:
             mujoco.mj_implicit(m, d)
 
 
-def _rows(solver, inj, contacts, n):
-    """Vectorised contact rows: world, geoms, dist, pos, frame of the first ``n`` contacts."""
-    s0 = contacts.rigid_contact_shape0.numpy()[:n].astype(np.int64)
-    s1 = contacts.rigid_contact_shape1.numpy()[:n].astype(np.int64)
-    ok = (s0 >= 0) & (s1 >= 0)
-    s0, s1 = np.where(ok, s0, 0), np.where(ok, s1, 0)
-    ga, gb = inj.shape_geom[s0], inj.shape_geom[s1]
-    wa, wb = inj.shape_world[s0], inj.shape_world[s1]
-    world = np.where(wa >= 0, wa, wb)
-    keep = np.nonzero(ok & (ga >= 0) & (gb >= 0) & (world >= 0))[0]
-    if not len(keep):
+def _rows(solver, contacts):
+    """Contact rows (numpy, keyed like MuJoCo's contact fields, plus ``world``) of ``contacts``
+    at the step's input state, converted by :func:`.warp_contacts.inject_contacts_kernel`."""
+    from .warp_contacts import WarpContactInjector, contact_buffers
+
+    inj = solver.__dict__.get("_injector")
+    cap = int(contacts.rigid_contact_max)
+    if inj is None or inj.models is not solver.mj_models:  # parameters pushed: new per-world tables
+        inj = solver._injector = WarpContactInjector(solver)
+    buf = solver.__dict__.get("_contact_buffers")
+    if buf is None or buf.contact.dist.shape[0] != cap:
+        buf = solver._contact_buffers = contact_buffers(cap, solver.model.device)
+    inj.inject(solver, solver._contact_state, contacts, buf)
+    k = min(int(buf.nacon.numpy()[0]), cap)
+    if k == 0:
         return None
-    state = solver._contact_state
-    nrm = contacts.rigid_contact_normal.numpy()[keep].astype(np.float64)
-
-    def world_points(shapes, points):
-        p = points.astype(np.float64)
-        if state is None:
-            return p
-        body = inj.shape_body[shapes]
-        X = state.body_q.numpy().astype(np.float64)[np.maximum(body, 0)]
-        moved = X[:, :3] + qrot(X[:, 3:7], p)
-        return np.where((body >= 0)[:, None], moved, p)
-
-    xa = world_points(s0[keep], contacts.rigid_contact_point0.numpy()[keep]) \
-        + nrm * contacts.rigid_contact_margin0.numpy()[keep].astype(np.float64)[:, None]  # fmt: skip
-    xb = world_points(s1[keep], contacts.rigid_contact_point1.numpy()[keep]) \
-        - nrm * contacts.rigid_contact_margin1.numpy()[keep].astype(np.float64)[:, None]  # fmt: skip
+    c = buf.contact
     return {
-        "world": world[keep], "ga": ga[keep], "gb": gb[keep],
-        "dist": np.einsum("ij,ij->i", nrm, xb - xa), "pos": 0.5 * (xa + xb), "frame": _frames(nrm),
+        "world": c.worldid.numpy()[:k], "ga": c.geom.numpy()[:k, 0], "gb": c.geom.numpy()[:k, 1],
+        "dist": c.dist.numpy()[:k], "pos": c.pos.numpy()[:k], "frame": c.frame.numpy()[:k].reshape(k, 9),
+        "dim": c.dim.numpy()[:k], "friction": c.friction.numpy()[:k], "solref": c.solref.numpy()[:k],
+        "solimp": c.solimp.numpy()[:k],
     }  # fmt: skip
 
 
 def _add(solver, m, d, template, rows, w) -> None:
-    """Append world ``w``'s rows to ``d``'s contacts with ``m``'s mixed geom parameters."""
+    """Append world ``w``'s rows (geometry and mixed parameters) to ``d``'s contacts."""
     import mujoco
 
     sel = np.nonzero(rows["world"] == w)[0]
@@ -173,7 +127,6 @@ def _add(solver, m, d, template, rows, w) -> None:
     if k <= 0:
         return
     sel, ga, gb = sel[:k], ga[:k], gb[:k]
-    condim, friction, solref, solimp = mixed_params(m, ga, gb)
     c = d.contact
     sl = slice(start, start + k)
     c.dist[sl] = rows["dist"][sel]
@@ -182,11 +135,11 @@ def _add(solver, m, d, template, rows, w) -> None:
     # dist runs between the margin-offset surfaces (armillary's contact margins): the constraint
     # activates at dist = 0, so includemargin is 0
     c.includemargin[sl] = 0.0
-    c.friction[sl] = friction
-    c.solref[sl] = solref
+    c.friction[sl] = rows["friction"][sel]
+    c.solref[sl] = rows["solref"][sel]
     c.solreffriction[sl] = 0.0
-    c.solimp[sl] = solimp
-    c.dim[sl] = condim
+    c.solimp[sl] = rows["solimp"][sel]
+    c.dim[sl] = rows["dim"][sel]
     c.geom1[sl] = ga
     c.geom2[sl] = gb
     c.geom[sl] = np.stack([ga, gb], axis=1)

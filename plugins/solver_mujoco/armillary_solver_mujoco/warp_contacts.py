@@ -163,10 +163,28 @@ def inject_contacts_kernel(
     geomcollisionid_out[slot] = k
 
 
-class WarpContactInjector:
-    """Tables and the per-step launch writing armillary contacts into a MuJoCo Warp ``Data``."""
+def contact_buffers(capacity: int, device):
+    """Stand-in for a MuJoCo Warp ``Data`` (``nacon`` and ``contact.*`` of ``capacity`` rows) that
+    :meth:`WarpContactInjector.inject` can fill: the C engine's injection reads its rows from it."""
+    import types
 
-    def __init__(self, solver, mjw_model):
+    def z(dtype, shape=capacity):
+        return wp.zeros(shape, dtype=dtype, device=device)
+
+    contact = types.SimpleNamespace(
+        dist=z(float), pos=z(wp.vec3), frame=z(wp.mat33), includemargin=z(float), friction=z(vec5),
+        solref=z(wp.vec2), solreffriction=z(wp.vec2), solimp=z(vec5), dim=z(int), geom=z(wp.vec2i),
+        flex=z(wp.vec2i, 0), elem=z(wp.vec2i, 0), vert=z(wp.vec2i, 0), worldid=z(int), type=z(int),
+        geomcollisionid=z(int),
+    )  # fmt: skip
+    return types.SimpleNamespace(nacon=z(int, 1), contact=contact)
+
+
+class WarpContactInjector:
+    """Tables and the per-step launch writing armillary contacts into a MuJoCo Warp ``Data`` (or
+    the host buffers of :func:`contact_buffers`, for the C engine)."""
+
+    def __init__(self, solver, mjw_model=None):
         from .contacts import ContactInjector
 
         host = ContactInjector(solver)  # the shape -> geom / world maps of the C path
@@ -188,7 +206,9 @@ class WarpContactInjector:
         p.solimp = stacked("geom_solimp", vec5, np.float32)
         p.solmix = stacked("geom_solmix", float, np.float32)
         self.params = p
-        mjw_model.opt.run_collision_detection = False
+        self.models = models  # the per-world MjModel list the tables were read from
+        if mjw_model is not None:
+            mjw_model.opt.run_collision_detection = False
 
     def inject(self, solver, state_in, contacts, d) -> None:
         """Replace ``d``'s contacts by ``contacts`` (``None``: no contacts) at ``state_in``."""

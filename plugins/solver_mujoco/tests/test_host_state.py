@@ -217,7 +217,7 @@ def test_injected_contact_sequence_is_bit_identical_to_mj_step(monkeypatch):
     probe = mujoco.MjData(ref_m)
     seen = []
 
-    def own_rows(solver_, inj, contacts, n):
+    def own_rows(solver_, contacts):
         d = solver_.mj_data
         probe.qpos[:], probe.qvel[:] = d.qpos, d.qvel
         mujoco.mj_fwdPosition(ref_m, probe)
@@ -226,7 +226,8 @@ def test_injected_contact_sequence_is_bit_identical_to_mj_step(monkeypatch):
         if probe.ncon == 0:
             return None
         return {"world": np.zeros(probe.ncon, np.int64), "ga": c.geom1.copy(), "gb": c.geom2.copy(),
-                "dist": c.dist.copy(), "pos": c.pos.copy(), "frame": c.frame.copy()}  # fmt: skip
+                "dist": c.dist.copy(), "pos": c.pos.copy(), "frame": c.frame.copy(), "dim": c.dim.copy(),
+                "friction": c.friction.copy(), "solref": c.solref.copy(), "solimp": c.solimp.copy()}  # fmt: skip
 
     monkeypatch.setattr(injection, "_rows", own_rows)
     pipeline = newton.CollisionPipeline(model)
