@@ -72,15 +72,10 @@ def particle_gravity_kernel(
 
 
 @wp.func
-def _world_inv_inertia(q: wp.transform, inv_inertia: wp.mat33):
-    r = wp.quat_to_matrix(wp.transform_get_rotation(q))
-    return r * inv_inertia * wp.transpose(r)
-
-
-@wp.func
-def _world_inertia(q: wp.transform, inertia: wp.mat33):
-    r = wp.quat_to_matrix(wp.transform_get_rotation(q))
-    return r * inertia * wp.transpose(r)
+def _to_world(X_WB: wp.transform, tensor_B: wp.mat33):
+    """A body-frame inertia (or inverse inertia) tensor expressed in the world frame."""
+    r = wp.quat_to_matrix(wp.transform_get_rotation(X_WB))
+    return r * tensor_B * wp.transpose(r)
 
 
 @wp.kernel
@@ -108,7 +103,7 @@ def rewind_body_kernel(
     if gravity_acc.shape[0] > 0:
         g = gravity_acc[b]
     v = wp.spatial_top(body_qd[b]) - dt * (body_inv_mass[b] * f + g)
-    w = wp.spatial_bottom(body_qd[b]) - dt * (_world_inv_inertia(body_q[b], body_inv_inertia[b]) * tau)
+    w = wp.spatial_bottom(body_qd[b]) - dt * (_to_world(body_q[b], body_inv_inertia[b]) * tau)
     body_qd[b] = wp.spatial_vector(v, w)
 
 
@@ -156,7 +151,7 @@ def harvest_body_kernel(
     dv = wp.spatial_top(body_qd_after[b]) - wp.spatial_top(body_qd_before[b])
     dw = wp.spatial_bottom(body_qd_after[b]) - wp.spatial_bottom(body_qd_before[b])
     f = m * dv * inv_dt
-    tau = _world_inertia(body_q_after[b], body_inertia[b]) * dw * inv_dt
+    tau = _to_world(body_q_after[b], body_inertia[b]) * dw * inv_dt
     if gravity_acc.shape[0] > 0:
         f = f - m * gravity_acc[b]
     if body_f.shape[0] > 0:

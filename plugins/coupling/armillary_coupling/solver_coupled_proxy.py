@@ -132,14 +132,16 @@ def _zero_float_kernel(a: wp.array(dtype=float)):
 
 
 @wp.kernel
-def _aitken_accumulate_body_kernel(
-    raw: wp.array(dtype=wp.spatial_vector),
-    old: wp.array(dtype=wp.spatial_vector),
-    prev_res: wp.array(dtype=wp.spatial_vector),
+def _aitken_accumulate_kernel(
+    raw: wp.array(dtype=Any),
+    old: wp.array(dtype=Any),
+    prev_res: wp.array(dtype=Any),
     decl: wp.array(dtype=wp.int32),
     acc_dot: wp.array(dtype=float),
     acc_sq: wp.array(dtype=float),
 ):
+    """Aitken sums of proxy row ``p`` (body wrenches or particle forces): ``<r_prev, d>`` and
+    ``<d, d>`` of the residual change ``d = (raw - old) - r_prev``, per declaration."""
     p = wp.tid()
     r = raw[p] - old[p]
     d = r - prev_res[p]
@@ -148,21 +150,9 @@ def _aitken_accumulate_body_kernel(
     wp.atomic_add(acc_sq, k, wp.dot(d, d))
 
 
-@wp.kernel
-def _aitken_accumulate_particle_kernel(
-    raw: wp.array(dtype=wp.vec3),
-    old: wp.array(dtype=wp.vec3),
-    prev_res: wp.array(dtype=wp.vec3),
-    decl: wp.array(dtype=wp.int32),
-    acc_dot: wp.array(dtype=float),
-    acc_sq: wp.array(dtype=float),
-):
-    p = wp.tid()
-    r = raw[p] - old[p]
-    d = r - prev_res[p]
-    k = decl[p]
-    wp.atomic_add(acc_dot, k, wp.dot(prev_res[p], d))
-    wp.atomic_add(acc_sq, k, wp.dot(d, d))
+for _dtype in (wp.spatial_vector, wp.vec3):
+    wp.overload(_aitken_accumulate_kernel, {"raw": wp.array(dtype=_dtype), "old": wp.array(dtype=_dtype),
+                                            "prev_res": wp.array(dtype=_dtype)})  # fmt: skip
 
 
 @wp.kernel
@@ -938,10 +928,10 @@ class SolverCoupledProxy(SolverCoupled):
         # 6. relaxation
         nd = int(g.omega.shape[0])
         if len(g.body_src):
-            self._launch(_aitken_accumulate_body_kernel, len(g.body_src),
+            self._launch(_aitken_accumulate_kernel, len(g.body_src),
                          (g.body_raw, g.body_feedback, g.body_prev_res, g.d_body_decl, g.acc_dot, g.acc_sq))
         if len(g.particle_src):
-            self._launch(_aitken_accumulate_particle_kernel, len(g.particle_src),
+            self._launch(_aitken_accumulate_kernel, len(g.particle_src),
                          (g.particle_raw, g.particle_feedback, g.particle_prev_res, g.d_particle_decl, g.acc_dot,
                           g.acc_sq))  # fmt: skip
         self._launch(_relaxation_kernel, nd,
