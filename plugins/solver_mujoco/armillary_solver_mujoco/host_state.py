@@ -20,6 +20,8 @@ import warp as wp
 
 from armillary.launch import replayer
 
+from .joint_funcs import ball_from_mujoco, free_from_mujoco
+
 JOINT_SCALAR = wp.constant(0)
 JOINT_BALL = wp.constant(1)
 JOINT_FREE = wp.constant(2)
@@ -116,25 +118,15 @@ def mjdata_to_state_kernel(tab: MjDataTables, out: StateOut):
             out.joint_q[qs + k] = float(qpos[mq + k])
             out.joint_qd[ds + k] = float(qvel[md + k])
     elif kind == JOINT_BALL:
-        rc = tab.joint_rc[j]
-        q_mj = _quat_xyzw(qpos, mq)
-        q = wp.mul(wp.mul(wp.quat_inverse(rc), q_mj), rc)
-        w_P = wp.quat_rotate(q, wp.quat_rotate_inv(rc, _vec3d(qvel, md)))
+        q, w_P = ball_from_mujoco(tab.joint_rc[j], _quat_xyzw(qpos, mq), _vec3d(qvel, md))
         for k in range(4):
             out.joint_q[qs + k] = float(q[k])
         for k in range(3):
             out.joint_qd[ds + k] = float(w_P[k])
     else:
-        p_WB = _vec3d(qpos, mq)
-        q_WB = _quat_xyzw(qpos, mq + 3)
-        w_W = wp.quat_rotate(q_WB, _vec3d(qvel, md + 3))  # MuJoCo: body-frame angular velocity
-        v_com = _vec3d(qvel, md) + wp.cross(w_W, wp.quat_rotate(q_WB, tab.free_com[j]))
-        pr = tab.free_pr[j]
-        # joint coordinates: X_j = inv(X_p) * X_WB * X_c
-        r = wp.mul(wp.quat_inverse(pr), wp.mul(q_WB, tab.free_cr[j]))
-        p = wp.quat_rotate_inv(pr, p_WB + wp.quat_rotate(q_WB, tab.free_cp[j]) - tab.free_pp[j])
-        v = wp.quat_rotate_inv(pr, v_com)
-        om = wp.quat_rotate_inv(pr, w_W)
+        p, r, v, om = free_from_mujoco(_vec3d(qpos, mq), _quat_xyzw(qpos, mq + 3), _vec3d(qvel, md),
+                                       _vec3d(qvel, md + 3), tab.free_pp[j], tab.free_pr[j], tab.free_cp[j],
+                                       tab.free_cr[j], tab.free_com[j])  # fmt: skip
         for k in range(3):
             out.joint_q[qs + k] = float(p[k])
             out.joint_qd[ds + k] = float(v[k])

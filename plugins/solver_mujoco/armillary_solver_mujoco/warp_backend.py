@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .joint_funcs import ball_from_mujoco, free_from_mujoco
+
 
 @wp.func
 def _to_wxyz_store(q: wp.quat, out: wp.array2d(dtype=float), w: int, adr: int):
@@ -139,39 +141,33 @@ def from_mujoco_kernel(
         joint_q[qo + scalar_q[k]] = qpos[w, scalar_mq[k]]
         joint_qd[do + scalar_d[k]] = qvel[w, scalar_md[k]]
     for k in range(ball_q.shape[0]):
-        rc = ball_rc[k]
-        qm = _load_wxyz(qpos, w, ball_mq[k])
-        q = wp.quat_inverse(rc) * qm * rc
+        md = ball_md[k]
+        q, o = ball_from_mujoco(ball_rc[k], _load_wxyz(qpos, w, ball_mq[k]),
+                                wp.vec3(qvel[w, md], qvel[w, md + 1], qvel[w, md + 2]))  # fmt: skip
         qs = qo + ball_q[k]
         for c in range(4):
             joint_q[qs + c] = q[c]
-        om = wp.vec3(qvel[w, ball_md[k]], qvel[w, ball_md[k] + 1], qvel[w, ball_md[k] + 2])
-        o = wp.quat_rotate(q, wp.quat_rotate_inv(rc, om))
         for c in range(3):
             joint_qd[do + ball_d[k] + c] = o[c]
     for k in range(free_q.shape[0]):
         mq = free_mq[k]
         md = free_md[k]
-        pb = wp.vec3(qpos[w, mq], qpos[w, mq + 1], qpos[w, mq + 2])
-        rb = _load_wxyz(qpos, w, mq + 3)
         xp = free_xp[k]
         xc = free_xc[k]
-        X_j = wp.transform_inverse(xp) * wp.transform(pb, rb) * xc
-        t = wp.transform_get_translation(X_j)
-        r = wp.transform_get_rotation(X_j)
+        t, r, v_p, om_p = free_from_mujoco(
+            wp.vec3(qpos[w, mq], qpos[w, mq + 1], qpos[w, mq + 2]), _load_wxyz(qpos, w, mq + 3),
+            wp.vec3(qvel[w, md], qvel[w, md + 1], qvel[w, md + 2]),
+            wp.vec3(qvel[w, md + 3], qvel[w, md + 4], qvel[w, md + 5]), wp.transform_get_translation(xp),
+            wp.transform_get_rotation(xp), wp.transform_get_translation(xc), wp.transform_get_rotation(xc),
+            free_com[k])  # fmt: skip
         qs = qo + free_q[k]
-        for c in range(3):
-            joint_q[qs + c] = t[c]
-        for c in range(4):
-            joint_q[qs + 3 + c] = r[c]
-        om = wp.quat_rotate(rb, wp.vec3(qvel[w, md + 3], qvel[w, md + 4], qvel[w, md + 5]))
-        v = wp.vec3(qvel[w, md], qvel[w, md + 1], qvel[w, md + 2]) + wp.cross(om, wp.quat_rotate(rb, free_com[k]))
-        v_p = wp.transform_vector(wp.transform_inverse(xp), v)
-        om_p = wp.transform_vector(wp.transform_inverse(xp), om)
         ds = do + free_d[k]
         for c in range(3):
+            joint_q[qs + c] = t[c]
             joint_qd[ds + c] = v_p[c]
             joint_qd[ds + 3 + c] = om_p[c]
+        for c in range(4):
+            joint_q[qs + 3 + c] = r[c]
     for k in range(kin_d.shape[0]):
         joint_qd[do + kin_d[k]] = joint_qd_in[do + kin_d[k]]
 
