@@ -316,19 +316,25 @@ class ContactCompactor:
         self._soft_off = wp.zeros(self.soft_max, dtype=wp.int32, device=self.device)
         self.rigid_names = contact_row_arrays(contacts, "rigid_contact_", self.rigid_max)
         self.soft_names = contact_row_arrays(contacts, "soft_contact_", self.soft_max)
+        from ..launch import LaunchCache
+
+        self._launches = LaunchCache(max_entries=4 * (len(self.rigid_names) + len(self.soft_names) + 2))
 
     def matches(self, contacts) -> bool:
         return (int(contacts.rigid_contact_max) == self.rigid_max and int(contacts.soft_contact_max) == self.soft_max
                 and contacts.device == self.device)  # fmt: skip
 
-    def compact(self, src):
-        """Fill ``self.dst`` from ``src`` with the rows whose keep flags are set; returns ``self.dst``."""
+    def compact(self, src, *, soft: bool = True):
+        """Fill ``self.dst`` from ``src`` with the rows whose keep flags are set; returns ``self.dst``.
+        ``soft=False``: every soft keep flag is known to be 0 (only the soft count is zeroed).
+        The launches (one row-copy kernel per contact array) are recorded once per source buffer
+        and replayed."""
         dst = self.dst
-        for keep, off, n, names, count_name in (
-            (self.rigid_keep, self._rigid_off, self.rigid_max, self.rigid_names, "rigid_contact_count"),
-            (self.soft_keep, self._soft_off, self.soft_max, self.soft_names, "soft_contact_count"),
+        for keep, off, n, names, count_name, on in (
+            (self.rigid_keep, self._rigid_off, self.rigid_max, self.rigid_names, "rigid_contact_count", True),
+            (self.soft_keep, self._soft_off, self.soft_max, self.soft_names, "soft_contact_count", soft),
         ):
-            if n == 0:
+            if n == 0 or not on:
                 getattr(dst, count_name).zero_()
                 continue
             wp.utils.array_scan(keep, off, inclusive=False)
@@ -336,7 +342,7 @@ class ContactCompactor:
                 s, d = getattr(src, name, None), getattr(dst, name, None)
                 if s is None or d is None or s.dtype != d.dtype or d.shape[0] != n:
                     continue
-                wp.launch(compact_rows_kernel, dim=n, inputs=[keep, off, s, d], device=self.device)
-            wp.launch(compact_count_kernel, dim=1, inputs=[keep, off], outputs=[getattr(dst, count_name)],
-                      device=self.device)  # fmt: skip
+                self._launches.launch(compact_rows_kernel, n, [keep, off, s, d], device=self.device)
+            self._launches.launch(compact_count_kernel, 1, [keep, off], [getattr(dst, count_name)],
+                                  device=self.device)  # fmt: skip
         return dst

@@ -197,24 +197,22 @@ class CouplingInterface:
         dev = getattr(model, "device", None)
         gravity = getattr(model, "gravity", None)
         if gravity is None:
-            gravity = wp.zeros(0, dtype=wp.vec3, device=dev)
-        empty_i = wp.zeros(0, dtype=wp.int32, device=dev)
+            gravity = _empty(self, wp.vec3, dev)
+        empty_i = _empty(self, wp.int32, dev)
         nb = _count(model, "body_count")
         if out_body_acceleration is not None:
             _check_rows(self, "out_body_acceleration", out_body_acceleration, nb)
             if nb:
-                wp.launch(K.body_gravity_kernel, dim=nb,
-                          inputs=[gravity, _or(model, "body_world", empty_i), _or(model, "body_flags", empty_i),
-                                  model.body_inv_mass],
-                          outputs=[out_body_acceleration], device=dev)  # fmt: skip
+                _launch(self, K.body_gravity_kernel, nb,
+                        [gravity, _or(model, "body_world", empty_i), _or(model, "body_flags", empty_i),
+                         model.body_inv_mass], [out_body_acceleration], device=dev)  # fmt: skip
         npart = _count(model, "particle_count")
         if out_particle_acceleration is not None:
             _check_rows(self, "out_particle_acceleration", out_particle_acceleration, npart)
             if npart:
-                wp.launch(K.particle_gravity_kernel, dim=npart,
-                          inputs=[gravity, _or(model, "particle_world", empty_i), _or(model, "particle_flags", empty_i),
-                                  model.particle_inv_mass],
-                          outputs=[out_particle_acceleration], device=dev)  # fmt: skip
+                _launch(self, K.particle_gravity_kernel, npart,
+                        [gravity, _or(model, "particle_world", empty_i), _or(model, "particle_flags", empty_i),
+                         model.particle_inv_mass], [out_particle_acceleration], device=dev)  # fmt: skip
 
     # ------------------------------------------------------------ proxy rewind
     def coupling_rewind_proxy_body(self, body_local_to_proxy_global, state, coupling_forces, body_gravity_acceleration,
@@ -252,12 +250,11 @@ class CouplingInterface:
         _check_rows(self, "body_local_to_proxy_global", body_local_to_proxy_global, nb)
         dev = getattr(model, "device", None)
         body_f = getattr(state, "body_f", None)
-        wp.launch(K.rewind_body_kernel, dim=nb,
-                  inputs=[body_local_to_proxy_global, state.body_q, state.body_qd,
-                          body_f if body_f is not None else wp.zeros(0, dtype=wp.spatial_vector, device=dev),
-                          model.body_inv_mass, model.body_inv_inertia, coupling_forces,
-                          _empty_if_none(body_gravity_acceleration, wp.vec3, dev), float(dt)],
-                  device=dev)  # fmt: skip
+        _launch(self, K.rewind_body_kernel, nb,
+                [body_local_to_proxy_global, state.body_q, state.body_qd,
+                 _empty_if_none(self, body_f, wp.spatial_vector, dev), model.body_inv_mass, model.body_inv_inertia,
+                 coupling_forces, _empty_if_none(self, body_gravity_acceleration, wp.vec3, dev), float(dt)],
+                device=dev)  # fmt: skip
 
     def coupling_rewind_proxy_particle(self, particle_local_to_proxy_global, state, coupling_forces,
                                        particle_gravity_acceleration, dt: float) -> None:  # fmt: skip
@@ -287,12 +284,11 @@ class CouplingInterface:
         _check_rows(self, "particle_local_to_proxy_global", particle_local_to_proxy_global, n)
         dev = getattr(model, "device", None)
         pf = getattr(state, "particle_f", None)
-        wp.launch(K.rewind_particle_kernel, dim=n,
-                  inputs=[particle_local_to_proxy_global, state.particle_qd,
-                          pf if pf is not None else wp.zeros(0, dtype=wp.vec3, device=dev),
-                          model.particle_inv_mass, coupling_forces,
-                          _empty_if_none(particle_gravity_acceleration, wp.vec3, dev), float(dt)],
-                  device=dev)  # fmt: skip
+        _launch(self, K.rewind_particle_kernel, n,
+                [particle_local_to_proxy_global, state.particle_qd, _empty_if_none(self, pf, wp.vec3, dev),
+                 model.particle_inv_mass, coupling_forces,
+                 _empty_if_none(self, particle_gravity_acceleration, wp.vec3, dev), float(dt)],
+                device=dev)  # fmt: skip
 
     # ------------------------------------------------------------ proxy harvest
     def coupling_harvest_proxy_wrenches(self, body_local_to_proxy_global, out_body_f, *, body_qd_before, state,
@@ -332,11 +328,10 @@ class CouplingInterface:
         dev = getattr(model, "device", None)
         g_body, _ = _gravity_cache(self, bodies=True, particles=False)
         body_f = getattr(state, "body_f", None)
-        wp.launch(K.harvest_body_kernel, dim=nb,
-                  inputs=[body_local_to_proxy_global, body_qd_before, state_out.body_q, state_out.body_qd,
-                          body_f if body_f is not None else wp.zeros(0, dtype=wp.spatial_vector, device=dev),
-                          model.body_mass, model.body_inertia, g_body, 1.0 / float(dt)],
-                  outputs=[out_body_f], device=dev)  # fmt: skip
+        _launch(self, K.harvest_body_kernel, nb,
+                [body_local_to_proxy_global, body_qd_before, state_out.body_q, state_out.body_qd,
+                 _empty_if_none(self, body_f, wp.spatial_vector, dev), model.body_mass, model.body_inertia, g_body,
+                 1.0 / float(dt)], [out_body_f], device=dev)  # fmt: skip
 
     def coupling_harvest_proxy_particle_forces(self, particle_local_to_proxy_global, out_particle_f, *,
                                                particle_qd_before, state, state_out, contacts,
@@ -359,11 +354,10 @@ class CouplingInterface:
         dev = getattr(model, "device", None)
         _, g_part = _gravity_cache(self, bodies=False, particles=True)
         pf = getattr(state, "particle_f", None)
-        wp.launch(K.harvest_particle_kernel, dim=n,
-                  inputs=[particle_local_to_proxy_global, particle_qd_before, state_out.particle_qd,
-                          pf if pf is not None else wp.zeros(0, dtype=wp.vec3, device=dev),
-                          model.particle_mass, g_part, 1.0 / float(dt)],
-                  outputs=[out_particle_f], device=dev)  # fmt: skip
+        _launch(self, K.harvest_particle_kernel, n,
+                [particle_local_to_proxy_global, particle_qd_before, state_out.particle_qd,
+                 _empty_if_none(self, pf, wp.vec3, dev), model.particle_mass, g_part, 1.0 / float(dt)],
+                [out_particle_f], device=dev)  # fmt: skip
 
     # ------------------------------------------------------------ proxy contacts
     def coupling_prepare_proxy_contacts(self, state, contacts, *, contacts_freshly_detected: bool = False):
@@ -393,22 +387,20 @@ class CouplingInterface:
         if comp is None or not comp.matches(contacts):
             comp = cache["proxy_contacts"] = K.ContactCompactor(contacts)
         dev = contacts.device
-        empty_i = wp.zeros(0, dtype=wp.int32, device=dev)
+        empty_i = _empty(self, wp.int32, dev)
         nb = _count(model, "body_count")
-        inv_mass = model.body_inv_mass if nb else wp.zeros(0, dtype=float, device=dev)
+        inv_mass = model.body_inv_mass if nb else _empty(self, float, dev)
         flags = _or(model, "body_flags", empty_i) if nb else empty_i
         shape_body = _or(model, "shape_body", empty_i)
         if comp.rigid_max:
-            wp.launch(K.proxy_rigid_keep_kernel, dim=comp.rigid_max,
-                      inputs=[contacts.rigid_contact_count, contacts.rigid_contact_shape0,
-                              contacts.rigid_contact_shape1, shape_body, flags, inv_mass],
-                      outputs=[comp.rigid_keep], device=dev)  # fmt: skip
+            _launch(self, K.proxy_rigid_keep_kernel, comp.rigid_max,
+                    [contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                     shape_body, flags, inv_mass], [comp.rigid_keep], device=dev)  # fmt: skip
         if comp.soft_max:
             pflags = _or(model, "particle_flags", empty_i) if _count(model, "particle_count") else empty_i
-            wp.launch(K.proxy_soft_keep_kernel, dim=comp.soft_max,
-                      inputs=[contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
-                              shape_body, flags, inv_mass, pflags],
-                      outputs=[comp.soft_keep], device=dev)  # fmt: skip
+            _launch(self, K.proxy_soft_keep_kernel, comp.soft_max,
+                    [contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
+                     shape_body, flags, inv_mass, pflags], [comp.soft_keep], device=dev)  # fmt: skip
         return comp.compact(contacts)
 
 
@@ -417,12 +409,32 @@ def _or(model, name, default):
     return default if value is None else value
 
 
-def _empty_if_none(arr, dtype, device):
-    if arr is not None:
-        return arr
+def _empty(solver, dtype, device):
+    """An empty array of ``dtype`` on ``device``, cached on ``solver`` (the defaults run every
+    coupling iteration: no per-call allocation)."""
     import warp as wp
 
-    return wp.zeros(0, dtype=dtype, device=device)
+    cache = solver.__dict__.setdefault("_coupling_empty", {})
+    key = (dtype, str(device))
+    arr = cache.get(key)
+    if arr is None:
+        arr = cache[key] = wp.zeros(0, dtype=dtype, device=device)
+    return arr
+
+
+def _empty_if_none(solver, arr, dtype, device):
+    return arr if arr is not None else _empty(solver, dtype, device)
+
+
+def _launch(solver, kernel, dim, inputs, outputs=(), device=None) -> None:
+    """``wp.launch`` recorded once per argument set on ``solver`` and replayed
+    (:class:`armillary.launch.LaunchCache`)."""
+    cache = solver.__dict__.get("_coupling_launches")
+    if cache is None:
+        from ..launch import LaunchCache
+
+        cache = solver.__dict__["_coupling_launches"] = LaunchCache(max_entries=64)
+    cache.launch(kernel, dim, inputs, outputs, device=device)
 
 
 COUPLING_HOOKS = (

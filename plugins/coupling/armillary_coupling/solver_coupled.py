@@ -656,31 +656,7 @@ class SolverCoupled(SolverBase):
             self._replay(kernels.entry_soft_keep_kernel, comp.soft_max,
                          (contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
                           entry.shape_visible, entry.particle_active), (comp.soft_keep,))  # fmt: skip
-        return self._compact_contacts(comp, contacts, soft=bool(soft))
-
-    def _compact_contacts(self, comp, src, *, soft: bool = True):
-        """``comp.compact(src)`` (a :class:`~armillary.solvers._coupling_kernels.ContactCompactor`
-        whose keep flags are set) with replayed launches: the same kernels, rows and counts (an
-        exclusive scan of the keep flags, one row-copy kernel per contact array; no host sync).
-        ``soft=False``: every soft keep flag is known to be 0 (only the soft count is zeroed)."""
-        from armillary.solvers._coupling_kernels import compact_count_kernel, compact_rows_kernel
-
-        dst = comp.dst
-        for keep, off, n, names, count_name in (
-            (comp.rigid_keep, comp._rigid_off, comp.rigid_max, comp.rigid_names, "rigid_contact_count"),
-            (comp.soft_keep, comp._soft_off, comp.soft_max, comp.soft_names, "soft_contact_count"),
-        ):
-            if n == 0 or (not soft and count_name == "soft_contact_count"):
-                getattr(dst, count_name).zero_()
-                continue
-            wp.utils.array_scan(keep, off, inclusive=False)
-            for name in names:
-                a, b = getattr(src, name, None), getattr(dst, name, None)
-                if a is None or b is None or a.dtype != b.dtype or b.shape[0] != n:
-                    continue
-                self._replay(compact_rows_kernel, n, (keep, off, a, b))
-            self._replay(compact_count_kernel, 1, (keep, off), (getattr(dst, count_name),))
-        return dst
+        return comp.compact(contacts, soft=bool(soft))
 
     def _ensure_entry_contact_buffer(self, entry: SolverEntry, contacts):
         from armillary.solvers._coupling_kernels import ContactCompactor

@@ -270,11 +270,6 @@ def _overrides(solver, hook: str) -> bool:
     return method is not None and method is not getattr(CouplingInterface, hook)
 
 
-def _or(model, name, default):
-    value = getattr(model, name, None)
-    return default if value is None else value
-
-
 # ---------------------------------------------------------------------- run-time records
 @dataclasses.dataclass
 class _ProxyGroup:
@@ -325,11 +320,6 @@ class _ProxyGroup:
     contacts: object = None
     collide_interval: int = 1
     outer_local: object = None  # outer contacts filtered for the destination (this step)
-    prepared: object = None  # destination contacts after the default prepare filter (this step)
-    proxy_compactor: object = None
-    empty_i: wp.array = None
-    empty_vec3: wp.array = None
-    empty_f: wp.array = None
 
 
 @dataclasses.dataclass
@@ -387,11 +377,6 @@ class SolverCoupledProxy(SolverCoupled):
     numerical damping, so that the weakly damped bounce/rocking of a body resting on a trampoline
     decays. Staggered groups ignore it. Class attribute (the reference API has no such option)."""
 
-    fast_default_hooks: bool = True
-    """Whether the coupler runs the mixin's default proxy hooks (rewind, momentum harvest,
-    proxy-contact filter) itself, with replayed launches of the same kernels (same results, less
-    host overhead per iteration); ``False`` calls the hooks. Solvers that implement a hook always
-    get their own."""
 
     @dataclasses.dataclass
     class Proxy:
@@ -667,9 +652,6 @@ class SolverCoupledProxy(SolverCoupled):
         g.body_feedback = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.body_feedback_last = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.empty_body_f = wp.zeros(0, dtype=wp.spatial_vector, device=dev)
-        g.empty_i = wp.zeros(0, dtype=wp.int32, device=dev)
-        g.empty_vec3 = wp.zeros(0, dtype=wp.vec3, device=dev)
-        g.empty_f = wp.zeros(0, dtype=float, device=dev)
         g.body_raw = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.body_prev_res = wp.zeros(nbp, dtype=wp.spatial_vector, device=dev)
         g.particle_feedback = wp.zeros(npp, dtype=wp.vec3, device=dev)
@@ -773,12 +755,12 @@ class SolverCoupledProxy(SolverCoupled):
         persistent buffer (refreshed on the first pass of every ``collide_interval``-th step) or
         the outer contacts filtered for the destination, then ``coupling_prepare_proxy_contacts``.
 
-        Within one step the inputs of both filters are unchanged after the first pass (the outer
-        contacts and the cached pipeline result, the entry masks, the view's flags), so with the
-        mixin's default prepare hook later passes reuse the first pass's buffer; a solver's own
-        hook is called on every pass (``contacts_freshly_detected`` tells it what changed)."""
+        Within one step the outer contacts filtered for the destination are unchanged after the
+        first pass, so later passes reuse them unless the destination's own prepare hook might
+        edit the buffer it gets; the hook is called on every pass (``contacts_freshly_detected``
+        tells it what changed)."""
         dst = g.destination
-        default_hook = self.fast_default_hooks and not _overrides(dst.solver, "coupling_prepare_proxy_contacts")
+        default_hook = not _overrides(dst.solver, "coupling_prepare_proxy_contacts")
         fresh = False
         if g.pipeline is not None:
             if iteration == 0 and self._step_count % g.collide_interval == 0:
@@ -792,114 +774,37 @@ class SolverCoupledProxy(SolverCoupled):
             fresh = iteration == 0
         if local is None:
             return None
-        if default_hook:
-            if iteration == 0 or fresh or g.prepared is None:
-                g.prepared = self._prepare_proxy_contacts_default(g, local)
-            return g.prepared
         return coupling_hook(dst.solver, "coupling_prepare_proxy_contacts")(dst.state_0, local,
                                                                             contacts_freshly_detected=fresh)
 
-    def _prepare_proxy_contacts_default(self, g: _ProxyGroup, contacts):
-        """The mixin's default ``coupling_prepare_proxy_contacts`` for the destination (the same
-        keep kernels on the destination view's flags, the same compaction; rows and counts are
-        identical) with replayed launches into a buffer owned by the group: drops proxy-proxy and
-        proxy-static rows."""
-        from armillary.solvers import _coupling_kernels as K
-
-        model = g.destination.solver.model
-        comp = g.proxy_compactor
-        if comp is None or not comp.matches(contacts):
-            comp = g.proxy_compactor = K.ContactCompactor(contacts)
-        empty_i = g.empty_i
-        nb = int(getattr(model, "body_count", 0) or 0)
-        inv_mass = model.body_inv_mass if nb else g.empty_f
-        flags = _or(model, "body_flags", empty_i) if nb else empty_i
-        shape_body = _or(model, "shape_body", empty_i)
-        if comp.rigid_max:
-            self._launch(K.proxy_rigid_keep_kernel, comp.rigid_max,
-                         (contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                          shape_body, flags, inv_mass), (comp.rigid_keep,))  # fmt: skip
-        if comp.soft_max:
-            npart = int(getattr(model, "particle_count", 0) or 0)
-            pflags = _or(model, "particle_flags", empty_i) if npart else empty_i
-            self._launch(K.proxy_soft_keep_kernel, comp.soft_max,
-                         (contacts.soft_contact_count, contacts.soft_contact_particle, contacts.soft_contact_shape,
-                          shape_body, flags, inv_mass, pflags), (comp.soft_keep,))  # fmt: skip
-        return self._compact_contacts(comp, contacts)
-
     def _rewind(self, g: _ProxyGroup, dt: float) -> None:
         """Lagged rewind of the destination's proxy velocities (``coupling_rewind_proxy_body`` /
-        ``_particle`` with the feedback buffer and the destination's cached gravity). For a
-        solver keeping the mixin's default, the coupler launches the default's kernel itself with
-        the same arguments (replayed: no per-call allocation)."""
-        from armillary.solvers import _coupling_kernels as K
-
+        ``_particle`` with the feedback buffer and the destination's cached gravity)."""
         dst = g.destination
         g_body, g_part = self.entry_gravity_acceleration(dst.name)
         model, st = dst.solver.model, dst.state_0
-        fast = self.fast_default_hooks
         if len(g.body_src) and int(getattr(model, "body_count", 0) or 0):
-            if fast and not _overrides(dst.solver, "coupling_rewind_proxy_body"):
-                bf = getattr(st, "body_f", None)
-                self._launch(K.rewind_body_kernel, int(model.body_count),
-                             (g.body_local_to_proxy, st.body_q, st.body_qd, g.empty_body_f if bf is None else bf,
-                              model.body_inv_mass, model.body_inv_inertia, g.body_feedback,
-                              g.empty_vec3 if g_body is None else g_body, float(dt)))  # fmt: skip
-            else:
-                coupling_hook(dst.solver, "coupling_rewind_proxy_body")(g.body_local_to_proxy, st, g.body_feedback,
-                                                                        g_body, dt)  # fmt: skip
+            coupling_hook(dst.solver, "coupling_rewind_proxy_body")(g.body_local_to_proxy, st, g.body_feedback,
+                                                                    g_body, dt)  # fmt: skip
         if len(g.particle_src) and int(getattr(model, "particle_count", 0) or 0):
-            if fast and not _overrides(dst.solver, "coupling_rewind_proxy_particle"):
-                pf = getattr(st, "particle_f", None)
-                self._launch(K.rewind_particle_kernel, int(model.particle_count),
-                             (g.particle_local_to_proxy, st.particle_qd, g.empty_particle_f if pf is None else pf,
-                              model.particle_inv_mass, g.particle_feedback,
-                              g.empty_vec3 if g_part is None else g_part, float(dt)))  # fmt: skip
-            else:
-                coupling_hook(dst.solver, "coupling_rewind_proxy_particle")(g.particle_local_to_proxy, st,
-                                                                            g.particle_feedback, g_part, dt)  # fmt: skip
+            coupling_hook(dst.solver, "coupling_rewind_proxy_particle")(g.particle_local_to_proxy, st,
+                                                                        g.particle_feedback, g_part, dt)  # fmt: skip
 
     def _harvest(self, g: _ProxyGroup, local_contacts, dt: float) -> None:
         """Harvest the feedback of the destination step into ``body_raw`` / ``particle_raw``
-        (zeroed first) through ``coupling_harvest_proxy_wrenches`` / ``_particle_forces``. For a
-        solver keeping the mixin's momentum fallback, the coupler launches the fallback's kernel
-        itself with the same arguments and the destination's gravity acceleration
-        (:meth:`entry_gravity_acceleration`, cached instead of re-evaluated per call)."""
-        from armillary.solvers import _coupling_kernels as K
-
+        (zeroed first) through ``coupling_harvest_proxy_wrenches`` / ``_particle_forces``."""
         dst = g.destination
-        model, st, out = dst.solver.model, dst.state_0, dst.state_out
-        fast = self.fast_default_hooks
+        st, out = dst.state_0, dst.state_out
         if len(g.body_src):
             g.body_raw.zero_()
-            nb = int(getattr(model, "body_count", 0) or 0)
-            if fast and not _overrides(dst.solver, "coupling_harvest_proxy_wrenches"):
-                if nb:
-                    g_body, _ = self.entry_gravity_acceleration(dst.name)
-                    bf = getattr(st, "body_f", None)
-                    self._launch(K.harvest_body_kernel, nb,
-                                 (g.body_local_to_proxy, g.body_qd_before, out.body_q, out.body_qd,
-                                  g.empty_body_f if bf is None else bf, model.body_mass, model.body_inertia, g_body,
-                                  1.0 / float(dt)), (g.body_raw,))  # fmt: skip
-            else:
-                coupling_hook(dst.solver, "coupling_harvest_proxy_wrenches")(
-                    g.body_local_to_proxy, g.body_raw, body_qd_before=g.body_qd_before, state=st, state_out=out,
-                    contacts=local_contacts, dt=dt)
+            coupling_hook(dst.solver, "coupling_harvest_proxy_wrenches")(
+                g.body_local_to_proxy, g.body_raw, body_qd_before=g.body_qd_before, state=st, state_out=out,
+                contacts=local_contacts, dt=dt)
         if len(g.particle_src):
             g.particle_raw.zero_()
-            n = int(getattr(model, "particle_count", 0) or 0)
-            if fast and not _overrides(dst.solver, "coupling_harvest_proxy_particle_forces"):
-                if n:
-                    _, g_part = self.entry_gravity_acceleration(dst.name)
-                    pf = getattr(st, "particle_f", None)
-                    self._launch(K.harvest_particle_kernel, n,
-                                 (g.particle_local_to_proxy, g.particle_qd_before, out.particle_qd,
-                                  g.empty_particle_f if pf is None else pf, model.particle_mass, g_part,
-                                  1.0 / float(dt)), (g.particle_raw,))  # fmt: skip
-            else:
-                coupling_hook(dst.solver, "coupling_harvest_proxy_particle_forces")(
-                    g.particle_local_to_proxy, g.particle_raw, particle_qd_before=g.particle_qd_before, state=st,
-                    state_out=out, contacts=local_contacts, dt=dt)
+            coupling_hook(dst.solver, "coupling_harvest_proxy_particle_forces")(
+                g.particle_local_to_proxy, g.particle_raw, particle_qd_before=g.particle_qd_before, state=st,
+                state_out=out, contacts=local_contacts, dt=dt)
 
     def _proxy_pass(self, g: _ProxyGroup, state_in, control, contacts, dt: float, iteration: int) -> None:
         src, dst = g.source, g.destination
