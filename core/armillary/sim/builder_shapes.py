@@ -396,6 +396,44 @@ class ShapeBuilderMixin:
         return self.add_shape(body=body, type=type, xform=xform, cfg=cfg, scale=scale, label=label,
                               custom_attributes=custom_attributes)  # fmt: skip
 
+    def approximate_meshes(
+        self,
+        method: str = "convex_hull",
+        shape_indices=None,
+        raise_on_failure: bool = False,
+        keep_visual_shapes: bool = False,
+        **remeshing_kwargs,
+    ) -> set[int]:
+        """Replace MESH collision shapes by convex hulls, bounding primitives or convex decompositions.
+
+        Args:
+            method: ``"convex_hull"`` (default; CONVEX_MESH of at most ``Mesh.maxhullvert`` hull
+                vertices), ``"bounding_box"`` (oriented BOX), ``"bounding_sphere"`` (minimal SPHERE),
+                ``"coacd"`` / ``"vhacd"`` (convex decomposition through the optional ``coacd`` /
+                ``vhacdx`` packages; one CONVEX_MESH per part on the same body).
+            shape_indices: shapes to approximate; default: every MESH shape with
+                ``ShapeFlags.COLLIDE_SHAPES``. Non-MESH shapes in the list are skipped.
+            raise_on_failure: raise (``RuntimeError``) when a shape cannot be approximated
+                (e.g. a flat mesh has no convex hull); otherwise warn and leave it unchanged.
+            keep_visual_shapes: keep the original mesh as a visual-only shape (no shape / particle
+                collision, visible) and add the approximation as a collision-only (invisible)
+                shape on the same body with the same transform; default: replace in place.
+            **remeshing_kwargs: passed to ``coacd.run_coacd`` / ``vhacdx.compute_vhacd``;
+                ``"convex_hull"`` accepts ``maxhullvert`` (overrides ``Mesh.maxhullvert``).
+
+        Returns:
+            The indices of the shapes that were approximated.
+
+        Differences from the reference engine: the remeshing methods ``"ftetwild"``,
+        ``"alphashape"``, ``"quadratic"`` and ``"poisson"`` are not available (``ValueError``);
+        ``"vhacd"`` uses ``vhacdx`` directly. As in the reference, body mass and inertia are not
+        recomputed. Shapes are replaced in place or appended, never removed. See
+        :mod:`armillary.sim.mesh_approximation`.
+        """
+        from .mesh_approximation import approximate_meshes as _approximate  # noqa: PLC0415
+
+        return _approximate(self, method, shape_indices, raise_on_failure, keep_visual_shapes, **remeshing_kwargs)
+
 
 def _quat_between(a, b) -> tuple[float, float, float, float]:
     """Unit quaternion (xyzw) rotating unit vector ``a`` onto unit vector ``b``."""
