@@ -1,7 +1,11 @@
 """Collision pipeline throughput: ``collide`` calls/s on (a) 1000 random primitives on free
 bodies over a ground plane (SAP and NxN broad phases), (b) a 64-box pile and (c) 64 boxes
 resting on a 64 x 64-cell triangle-mesh floor (8192 triangles) with and without mesh contact
-reduction, for armillary and, when installed, the reference engine newton on the identical scene.
+reduction, (d) two 5k-triangle icosphere meshes in contact through the BVH route (no SDF) and
+the SDF route (``Mesh.build_sdf(max_resolution=64)`` on both) and (e) a hydroelastic box resting on
+a hydroelastic box (primitive SDFs, ``sdf_max_resolution=32``), for armillary and, when installed,
+the reference engine newton on the identical scene (newton builds SDFs only on CUDA: its SDF and
+hydroelastic rows read "error" on the CPU).
 
 Usage: python benchmarks/bench_collision.py [--device cpu] [--calls 50]
 """
@@ -76,6 +80,62 @@ def boxes_on_mesh(lib, n=64, cells=64, seed=2, device="cpu"):
     return b.finalize(device=device)
 
 
+def icosphere(lib, radius=0.1, subdivisions=4):
+    """Closed CCW icosphere mesh: 20 * 4**subdivisions triangles (5120 for 4)."""
+    t = (1.0 + 5.0 ** 0.5) / 2.0
+    v = [(-1, t, 0), (1, t, 0), (-1, -t, 0), (1, -t, 0), (0, -1, t), (0, 1, t), (0, -1, -t), (0, 1, -t),
+         (t, 0, -1), (t, 0, 1), (-t, 0, -1), (-t, 0, 1)]
+    f = [(0, 11, 5), (0, 5, 1), (0, 1, 7), (0, 7, 10), (0, 10, 11), (1, 5, 9), (5, 11, 4), (11, 10, 2), (10, 7, 6),
+         (7, 1, 8), (3, 9, 4), (3, 4, 2), (3, 2, 6), (3, 6, 8), (3, 8, 9), (4, 9, 5), (2, 4, 11), (6, 2, 10),
+         (8, 6, 7), (9, 8, 1)]  # fmt: skip
+    verts = [np.asarray(p, np.float64) / np.linalg.norm(p) for p in v]
+    for _ in range(subdivisions):
+        mid = {}
+
+        def midpoint(a, b):
+            key = (min(a, b), max(a, b))
+            if key not in mid:
+                m = verts[a] + verts[b]
+                verts.append(m / np.linalg.norm(m))
+                mid[key] = len(verts) - 1
+            return mid[key]
+
+        nf = []
+        for a, b, c in f:
+            ab, bc, ca = midpoint(a, b), midpoint(b, c), midpoint(c, a)
+            nf += [(a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca)]
+        f = nf
+    return lib.Mesh(np.asarray(verts, np.float32) * radius, np.asarray(f, np.int32).reshape(-1))
+
+
+def mesh_pair(lib, sdf=False, device="cpu"):
+    """Two 5120-triangle icospheres (radius 0.1 m), the upper one on a free body overlapping the
+    static lower one by 2 mm."""
+    b = lib.ModelBuilder()
+    lower, upper = icosphere(lib), icosphere(lib)
+    if sdf:
+        lower.build_sdf(max_resolution=64)
+        upper.build_sdf(max_resolution=64)
+    b.add_shape_mesh(-1, mesh=lower)
+    body = b.add_body(xform=wp.transform((0.01, 0.005, 0.198), wp.quat_identity()))
+    b.add_shape_mesh(body, mesh=upper)
+    return b.finalize(device=device)
+
+
+def mesh_pair_sdf(lib, device="cpu"):
+    return mesh_pair(lib, sdf=True, device=device)
+
+
+def hydro_boxes(lib, device="cpu"):
+    """A 0.1 m hydroelastic box resting 1 mm deep on a 0.5 x 0.5 x 0.1 m hydroelastic box."""
+    b = lib.ModelBuilder()
+    cfg = b.ShapeConfig(is_hydroelastic=True, sdf_max_resolution=32, kh=1.0e8)
+    b.add_shape_box(-1, hx=0.25, hy=0.25, hz=0.05, cfg=cfg)
+    body = b.add_body(xform=wp.transform((0.02, -0.01, 0.099), wp.quat_identity()))
+    b.add_shape_box(body, hx=0.05, hy=0.05, hz=0.05, cfg=cfg)
+    return b.finalize(device=device)
+
+
 def bench(lib, scene, broad_phase, calls, device, **kw):
     model = scene(lib, device=device)
     state = model.state()
@@ -106,18 +166,25 @@ def main():
     cases = [("1000 primitives", random_primitives, "sap", {}), ("1000 primitives", random_primitives, "nxn", {}),
              ("64-box pile", box_pile, "sap", {}), ("64-box pile", box_pile, "explicit", {}),
              ("boxes on mesh", boxes_on_mesh, "explicit", {"reduce_contacts": True}),
-             ("boxes on mesh unred", boxes_on_mesh, "explicit", {"reduce_contacts": False})]  # fmt: skip
+             ("boxes on mesh unred", boxes_on_mesh, "explicit", {"reduce_contacts": False}),
+             ("5k mesh pair BVH", mesh_pair, "explicit", {}), ("5k mesh pair SDF", mesh_pair_sdf, "explicit", {}),
+             ("hydro box on box", hydro_boxes, "explicit", {})]  # fmt: skip
     print(f"device={args.device} calls={args.calls}")
     print(f"{'scene':20s} {'broad':9s} " + " ".join(f"{name + ' calls/s':>18s} {'contacts':>8s}" for name in libs))
+    rates = {}
     for label, scene, bp, kw in cases:
         row = []
         for name, lib in libs.items():
             try:
                 rate, n = bench(lib, scene, bp, args.calls, args.device, **kw)
+                rates[(label, name)] = rate
                 row.append(f"{rate:18.1f} {n:8d}")
             except Exception as e:  # a scene one engine cannot build or collide
                 row.append(f"{'error: ' + type(e).__name__:>18s} {'-':>8s}")
         print(f"{label:20s} {bp:9s} " + " ".join(row), flush=True)
+    bvh, sdf = rates.get(("5k mesh pair BVH", "armillary")), rates.get(("5k mesh pair SDF", "armillary"))
+    if bvh and sdf:
+        print(f"armillary mesh-mesh SDF route / BVH route: {sdf / bvh:.1f}x calls/s (target >= 5x)")
 
 
 if __name__ == "__main__":

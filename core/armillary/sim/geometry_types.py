@@ -12,6 +12,8 @@ shape's density gives kg and kg*m^2.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .mass import mesh_mass_properties
@@ -88,6 +90,11 @@ class Mesh:
         self.texture = texture
         self.texture_transform = texture_transform
         self.sdf = sdf
+        #: edge subset ``(K, 2)`` int32 kept by the dihedral / box pre-filter of :meth:`build_sdf`
+        #: (the SDF-mesh contact route prefers it to :attr:`edges`); ``None`` before a build
+        self.sdf_edges = None
+        self._edges = None
+        self._watertight = None
         self.opacity = opacity
         self.enable_surface_velocity = bool(enable_surface_velocity)
         self.has_inertia = False
@@ -112,6 +119,7 @@ class Mesh:
     @vertices.setter
     def vertices(self, value):
         self._vertices = _as_vertices(value)
+        self.sdf_edges = None  # derived from the old geometry
         if self.has_inertia:
             self._compute_mass_properties()
 
@@ -123,6 +131,96 @@ class Mesh:
     @property
     def normals(self):
         return self._normals
+
+    @property
+    def edges(self) -> np.ndarray:
+        """Unique undirected edges ``(E, 2)`` int32, ``e[0] < e[1]`` (``E = 3T/2`` when closed)."""
+        if self._edges is None:
+            from ..geometry.sdf_build import mesh_edges
+
+            self._edges = mesh_edges(self._indices)
+        return self._edges
+
+    @property
+    def is_watertight(self) -> bool:
+        """Every edge is shared by exactly two triangles traversing it in opposite directions
+        (closed, consistently oriented, edge-manifold). Selects the SDF sign method: ray parity
+        when ``True``, winding numbers otherwise."""
+        if self._watertight is None:
+            from ..geometry.sdf_build import is_watertight
+
+            self._watertight = is_watertight(self._indices)
+        return self._watertight
+
+    def build_sdf(
+        self,
+        max_resolution: int | None = None,
+        narrow_band_range=(-0.1, 0.1),
+        margin: float = 0.05,
+        shape_margin: float = 0.0,
+        scale=None,
+        *,
+        target_voxel_size: float | None = None,
+        edge_lower_angle_threshold_rad: float = math.radians(0.1),
+        edge_box_absorption: bool = False,
+        edge_box_half_normal: float | None = None,
+        edge_box_half_normal_rel: float | None = None,
+        edge_box_half_lateral: float | None = None,
+        edge_box_half_lateral_rel: float | None = None,
+        cache_dir=None,
+        device=None,
+    ):
+        """Build the signed distance field of this mesh (sets and returns :attr:`sdf`).
+
+        Args:
+            max_resolution: voxels (cells) along the longest padded-AABB axis, a positive
+                multiple of 8; default 64 when neither this nor ``target_voxel_size`` is given.
+            narrow_band_range: ``(inner, outer)`` [m]; exact distances are computed only in
+                8x8x8 bricks the band may cross; elsewhere values have the right sign and a
+                magnitude of at least the band limit.
+            margin: padding of the mesh AABB [m] (>= 0).
+            shape_margin: subtracted from the sampled distance at query time [m] (stored in
+                ``SDF.shape_margin``; not part of the grid nor of the cache key).
+            scale: bake this non-unit scale into the grid (``SDF.baked_scale``); ``None``: the
+                grid is in unscaled mesh coordinates.
+            target_voxel_size: voxel size [m]; takes precedence over ``max_resolution``.
+            edge_lower_angle_threshold_rad: manifold edges whose dihedral angle is below this
+                are dropped from :attr:`sdf_edges` (0 keeps them all; negative: no
+                simplification, every edge kept). Boundary edges are always kept.
+            edge_box_absorption: also drop manifold edges covered by a longer edge's oriented
+                box (half extents ``edge_box_half_normal`` / ``edge_box_half_lateral`` [m], or
+                the ``*_rel`` fractions of the AABB diagonal, defaults 0.002 / 0.005).
+            cache_dir: directory of the on-disk cache (content-addressed by the mesh data and
+                every parameter but ``shape_margin``); ``None``: no cache.
+            device: Warp device the grid is computed on.
+        """
+        from ..geometry.sdf_build import build_mesh_sdf
+
+        sdf, edges = build_mesh_sdf(
+            self,
+            max_resolution,
+            narrow_band_range,
+            margin,
+            shape_margin,
+            scale,
+            target_voxel_size=target_voxel_size,
+            edge_lower_angle_threshold_rad=edge_lower_angle_threshold_rad,
+            edge_box_absorption=edge_box_absorption,
+            edge_box_half_normal=edge_box_half_normal,
+            edge_box_half_normal_rel=edge_box_half_normal_rel,
+            edge_box_half_lateral=edge_box_half_lateral,
+            edge_box_half_lateral_rel=edge_box_half_lateral_rel,
+            cache_dir=cache_dir,
+            device=device,
+        )
+        self.sdf = sdf
+        self.sdf_edges = edges
+        return sdf
+
+    def clear_sdf(self) -> None:
+        """Drop the SDF and the cached edge subset (:attr:`sdf`, :attr:`sdf_edges`)."""
+        self.sdf = None
+        self.sdf_edges = None
 
     @property
     def uvs(self):
@@ -142,6 +240,8 @@ class Mesh:
             sdf=self.sdf,
             opacity=self.opacity,
         )
+        if vertices is None and indices is None:
+            m.sdf_edges = None if self.sdf_edges is None else self.sdf_edges.copy()
         if recompute_inertia or vertices is not None or indices is not None:
             if self.has_inertia:
                 m._compute_mass_properties()

@@ -693,6 +693,16 @@ def _read_mesh_file(path: str, parser: _Parser, el):
         raise parser.err(el, f"cannot read mesh file {path!r}: {type(e).__name__}: {e}") from None
     if len(v) < 3 or len(f) == 0 or not np.all(np.isfinite(v)):
         raise parser.err(el, f"mesh file {path!r} has no valid triangles")
+    # weld exact duplicate vertices (STL stores three per triangle), as MuJoCo's compiler does:
+    # the mesh becomes manifold (edges, watertightness, SDF signs) and collision iterates each
+    # surface point once; volumes and inertias are unchanged
+    # (first-occurrence order, so the welded vertex list is the one MuJoCo builds)
+    _, first, inverse = np.unique(v, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    v = v[first[order]]
+    f = rank[np.asarray(inverse, dtype=np.int64).reshape(-1)][f]
     return v, f
 
 
