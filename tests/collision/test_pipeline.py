@@ -202,15 +202,19 @@ def test_capacity_overflow_clamps_count():
     assert len(_run(m)["shape0"]) == 20
 
 
-def test_unsupported_pairs_and_options_raise():
+def test_bad_options_raise_and_mesh_mesh_pairs_collide():
     b = newton.ModelBuilder()
     b.add_ground_plane()
     body = b.add_body()
     b.add_shape_mesh(body, mesh=newton.Mesh.create_box(0.2, 0.2, 0.2))
     b.add_shape_mesh(b.add_body(), mesh=newton.Mesh.create_box(0.2, 0.2, 0.2))
     m = b.finalize(device="cpu")
-    with pytest.raises(NotImplementedError, match="MESH-MESH"):
-        newton.CollisionPipeline(m)
+    p = newton.CollisionPipeline(m)  # MESH-MESH pairs are supported (tests/collision/test_mesh_mesh.py)
+    c = p.contacts()
+    p.collide(m.state(), c)
+    shapes = {(int(x), int(y)) for x, y in zip(c.rigid_contact_shape0.numpy()[: c.rigid_contact_count.numpy()[0]],
+                                              c.rigid_contact_shape1.numpy()[: c.rigid_contact_count.numpy()[0]])}
+    assert (1, 2) in shapes or (2, 1) in shapes  # the two coincident mesh boxes touch
     b = newton.ModelBuilder()
     body = b.add_body()
     b.add_shape_sphere(body, radius=0.2)

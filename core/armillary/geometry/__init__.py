@@ -7,6 +7,7 @@ contact writers) and the ``collide_*`` Warp device functions for single primitiv
 """
 
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP
+from .hydroelastic import HydroelasticSDF
 from .narrow_phase_api import ContactData, NarrowPhase
 from .pipeline import CollisionPipeline
 from .primitives import (
@@ -32,6 +33,7 @@ __all__ = [
     "BroadPhaseSAP",
     "CollisionPipeline",
     "ContactData",
+    "HydroelasticSDF",
     "NarrowPhase",
     "collide_box_box",
     "collide_capsule_box",

@@ -8,7 +8,8 @@ Deterministic key (64-bit, sorted over its low ``2 * key_shift + SUB_KEY_BITS`` 
 
 ``key_shift`` is the bit length of the shape count; ``sub_key`` is the per-pair feature id
 (``point_id``): for triangle meshes ``4 * triangle + k``, for heightfields
-``8 * cell + 4 * triangle_in_cell + k`` (``k < 4``), for plane-mesh pairs the vertex index.
+``8 * cell + 4 * triangle_in_cell + k`` (``k < 4``), for plane-mesh pairs the vertex index, for
+the mesh-mesh routes ``8 * feature + 2 * kind + end`` (:mod:`.mesh_mesh`).
 :data:`SUB_KEY_BITS` = 24 bits keep sub-keys unique for meshes of up to 2^22 triangles
 (heightfields of up to 2^21 cells); larger ids saturate at ``2^24 - 1``.
 """
@@ -77,6 +78,7 @@ class ReductionSlots:
             self.sub = wp.zeros(m, dtype=int)
             self.fill = wp.zeros(self.blocks, dtype=int)
             self.counter = wp.zeros(1, dtype=int)
+            self.no_route = wp.zeros(0, dtype=int)
 
     def reset(self):
         """Release every block (a device memset; call before each narrow-phase launch)."""
@@ -86,8 +88,9 @@ class ReductionSlots:
 _EMPTY_SLOTS: dict = {}
 
 
-def set_reduction(o: ContactOut, slots: ReductionSlots | None) -> ContactOut:
-    """Attach reduction slots to ``o`` (``None``: contacts are emitted unreduced)."""
+def set_reduction(o: ContactOut, slots: ReductionSlots | None, route=None) -> ContactOut:
+    """Attach reduction slots to ``o`` (``None``: contacts are emitted unreduced), and the per-shape
+    primitive-SDF route flags ``route`` (see :mod:`.mesh_mesh`; ``None``: no such route)."""
     if slots is None:
         dev = o.count.device
         slots = _EMPTY_SLOTS.get(str(dev))
@@ -100,6 +103,7 @@ def set_reduction(o: ContactOut, slots: ReductionSlots | None) -> ContactOut:
     o.red_sub = slots.sub
     o.red_fill = slots.fill
     o.red_blocks = slots.counter
+    o.route = route if route is not None else slots.no_route
     return o
 
 

@@ -12,7 +12,9 @@ the device-side pair count), orders each pair by (geometry type, shape index) an
 * MESH against convex shapes: BVH query (``wp.mesh_query_aabb``) and the convex route per
   overlapping triangle, with back-face culling (CCW winding) and internal-edge handling
   (:mod:`.mesh_collision`); PLANE-MESH: one contact per mesh vertex in range;
-* HFIELD against convex shapes: the two CCW triangles of every grid cell under the shape's box.
+* HFIELD against convex shapes: the two CCW triangles of every grid cell under the shape's box;
+* MESH-MESH and HFIELD-MESH pairs (:func:`mm_routed`) are skipped here: :mod:`.mesh_mesh` handles
+  them in its own kernels; PLANE-HFIELD and HFIELD-HFIELD pairs are static and skipped.
 
 Contacts are appended through :func:`emit`, which applies the margin/gap admission test
 ``d <= g`` (``d`` measured between margin-shifted surfaces, ``g = gap_a + gap_b``, or the
@@ -160,6 +162,8 @@ class ContactOut:
     red_sub: wp.array(dtype=int)
     red_fill: wp.array(dtype=int)
     red_blocks: wp.array(dtype=int)
+    # per shape, 1: a primitive routed against meshes through its SDF (:mod:`.mesh_mesh`); empty: none
+    route: wp.array(dtype=int)
 
 
 @wp.struct
@@ -284,9 +288,9 @@ def reduce_end(ctx: PairCtx, out: ContactOut):
 
 
 @wp.func
-def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float, sub: int):
-    """Append one contact (world core points, normal 0 -> 1, effective radii) if admitted
-    (into the pair's reduction block when it has one)."""
+def admit(ctx: PairCtx, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float):
+    """Signed distance between the margin-shifted surfaces of a candidate contact and whether it
+    is admitted (``d <= gap_a + gap_b``, or the speculative threshold)."""
     d = wp.dot(n, pb - pa) - ra - rb - ctx.mA - ctx.mB
     thr = ctx.gap
     if ctx.spec != 0:
@@ -296,7 +300,29 @@ def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra
         vb = ctx.vB + wp.cross(ctx.wB, sb - ctx.comB)
         v = wp.dot(va - vb, n)
         thr = wp.max(thr, wp.min(v * ctx.dt, ctx.emax))
-    if d > thr:
+    return d, d <= thr
+
+
+@wp.func
+def mm_routed(ta: int, tb: int, a: int, b: int, prim: wp.array(dtype=int)):
+    """Whether the (type-ordered) pair goes through :mod:`.mesh_mesh` instead of this kernel:
+    MESH-MESH, HFIELD-MESH, and a MESH against a primitive flagged in ``prim`` (it carries an SDF)."""
+    if tb == MESH and (ta == MESH or ta == HFIELD):
+        return True
+    if prim.shape[0] > 0:
+        if tb == MESH and prim[a] != 0:
+            return True
+        if ta == MESH and prim[b] != 0:
+            return True
+    return False
+
+
+@wp.func
+def emit(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float, sub: int):
+    """Append one contact (world core points, normal 0 -> 1, effective radii) if admitted
+    (into the pair's reduction block when it has one)."""
+    d, ok = admit(ctx, pa, pb, n, ra, rb)
+    if not ok:
         return
     if ctx.red >= 0:
         blk = ctx.red
@@ -728,6 +754,8 @@ def narrow_phase_kernel(
             tt = ta
             ta = tb
             tb = tt
+        if mm_routed(ta, tb, a, b, out.route) or (ta == HFIELD and tb == HFIELD) or (ta == PLANE and tb == HFIELD):
+            continue  # mesh-mesh routes (:mod:`.mesh_mesh`); static-static pairs never collide
         ctx = PairCtx()
         ctx.a = a
         ctx.b = b

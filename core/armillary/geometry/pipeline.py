@@ -1,7 +1,9 @@
 """:class:`CollisionPipeline`: AABBs -> broad phase -> narrow phase -> (optional) deterministic sort.
 
 Launches per :meth:`CollisionPipeline.collide` call: one AABB kernel (which also resets
-the counters), the broad phase (1 launch; SAP: 2 + sort), the narrow phase (1), the soft
+the counters), the broad phase (1 launch; SAP: 2 + sort), the narrow phase (1), the
+mesh-mesh / heightfield-mesh routes when the model has such pairs (:mod:`.mesh_mesh`: a counter
+memset, a claim, a feature and, with reduction, a finalize kernel), the soft
 contact kernel when the model has particles and particle-colliding shapes (1), and with
 ``deterministic=True`` a radix sort plus one gather kernel (:mod:`.contact_sort`, shared with
 :class:`.NarrowPhase`); with contact matching
@@ -28,6 +30,7 @@ from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP, 
 from .contact_kinematics import contact_kinematics_kernel
 from .matching import ContactMatcher
 from .contact_sort import DeterministicSort, ReductionSlots, alloc_contact_out, set_reduction
+from .mesh_mesh import MM_PAIR_ESTIMATE, MeshMeshRoute, prim_sdf_flags, routed_pair_mask
 from .narrow_phase import (
     PAIR_MAX_CONTACTS,
     SOFT_CONTACT_TYPES,
@@ -141,9 +144,17 @@ class CollisionPipeline:
     MPR with refinement (overlapping) for every other pair among SPHERE, CAPSULE, ELLIPSOID,
     CYLINDER (incl. barrel), BOX, CONE and CONVEX_MESH and against PLANE, with clipped face
     manifolds (up to 4 points); triangle MESH and HFIELD against all of those through a BVH /
-    the grid, with back-face culling (CCW winding). Plane-plane pairs are static-static and never
-    collide. Mesh-mesh, mesh-heightfield, plane-heightfield, SDF and hydroelastic pairs raise
-    :class:`NotImplementedError` naming the pair at construction. Soft contacts are generated
+    the grid, with back-face culling (CCW winding). MESH-MESH and HFIELD-MESH pairs go through
+    :mod:`.mesh_mesh`: each side's vertices and (feature) edges against the other side's signed
+    distance, from its SDF when the mesh carries one (``Mesh.sdf``, BVH fallback outside the grid
+    and below the narrow band), else from the BVH (deep points included), or the heightfield
+    evaluated on the fly (plus the heightfield grid points under the mesh against the mesh);
+    sizing estimate 40 contacts per such pair, at most 180 (<= 240) per reduced pair.
+    Plane-plane, plane-heightfield and heightfield-heightfield pairs are static-static and never
+    collide. Pairs of two hydroelastic shapes
+    (``ShapeFlags.HYDROELASTIC``) go to :class:`.hydroelastic.HydroelasticSDF`
+    (``sdf_hydroelastic_config``; contact areas with per-contact stiffness, see
+    ``docs/hydroelastic.md``) instead of the narrow phase. Soft contacts are generated
     for particles against PLANE, SPHERE, CAPSULE and BOX shapes (analytic), ELLIPSOID, CYLINDER,
     CONE and CONVEX_MESH shapes (particle center as a point through GJK / MPR), and MESH and
     HFIELD shapes (closest triangle to the particle center within radius + gap, from the BVH /
@@ -158,6 +169,9 @@ class CollisionPipeline:
     The reduction runs inside the pair's narrow-phase thread on a bounded slot block
     (:data:`.narrow_phase.REDUCE_SLOTS` candidates, compacted when full); a pair finding no free
     block (more mesh pairs than estimated with the SAP / NxN broad phases) emits unreduced.
+    MESH-MESH / HFIELD-MESH pairs use their own binned streaming reduction instead (20 normal
+    bins, per bin the deepest contact and the extremal ones along 8 in-plane directions; exact and
+    order independent through 64-bit ``atomic_max`` keys, see :mod:`.mesh_mesh`).
     Deterministic ordering sorts by (shape_a, shape_b, sub_key) with a 24-bit sub-key
     (:mod:`.contact_sort`), unique for meshes of up to 2^22 triangles.
     """
@@ -206,8 +220,7 @@ class CollisionPipeline:
             raise NotImplementedError("CollisionPipeline: body_pair_reduction is not implemented yet")
         if narrow_phase is not None:
             raise NotImplementedError("CollisionPipeline: a prebuilt narrow_phase is not supported yet")
-        if sdf_hydroelastic_config is not None:
-            raise NotImplementedError("CollisionPipeline: hydroelastic SDF contacts are not implemented yet")
+        self.sdf_hydroelastic_config = sdf_hydroelastic_config  # see the hydroelastic split below
         if enable_rigid_soft_full_surface_contact:
             raise NotImplementedError("CollisionPipeline: full-surface rigid-soft contacts are not implemented yet")
         if contact_matching not in ("disabled", "latest", "sticky"):
@@ -263,7 +276,20 @@ class CollisionPipeline:
             pairs_np = np.asarray(pairs_np, dtype=np.int32).reshape(-1, 2)
         else:
             pairs_np = np.asarray(model.shape_contact_pairs, dtype=np.int32).reshape(-1, 2)
+        # hydroelastic pairs (both shapes flagged) leave the regular narrow phase (:mod:`.hydroelastic`)
+        self.hydroelastic_sdf = None
+        _hyd = (flags & int(ShapeFlags.HYDROELASTIC)) != 0
+        if len(pairs_np) and np.any(_hyd):
+            from .hydroelastic import HydroelasticSDF
+
+            _hm = _hyd[pairs_np[:, 0]] & _hyd[pairs_np[:, 1]]
+            if np.any(_hm):
+                self.hydroelastic_sdf = HydroelasticSDF(model, sdf_hydroelastic_config, pairs_np[_hm],
+                                                        deterministic=self.deterministic, device=dev)  # fmt: skip
+                pairs_np = pairs_np[~_hm]
         self._check_pairs(pairs_np, types, model)
+        # mesh-mesh / heightfield-mesh / primitive-SDF-mesh routes (:mod:`.mesh_mesh`)
+        self._prim_sdf = prim_sdf_flags(model, types)
 
         # ---- broad phase
         if broad_phase is None:
@@ -312,11 +338,16 @@ class CollisionPipeline:
                 per = np.zeros(len(pairs_np), np.int64)
                 for (x, y), m in PAIR_MAX_CONTACTS.items():
                     per[(lo == x) & (hi == y)] = m
+                per[routed_pair_mask(pairs_np, types, self._prim_sdf)] = MM_PAIR_ESTIMATE
                 est = int(per.sum())
             else:
                 est = 0
             rigid_contact_max = max(1000, min(est, 40 * n + 1000))
+            if self.hydroelastic_sdf is not None:
+                rigid_contact_max += self.hydroelastic_sdf.contact_estimate
         self.rigid_contact_max = int(rigid_contact_max)
+        if self.hydroelastic_sdf is not None:  # staging buffers allocated here, not inside collide
+            self.hydroelastic_sdf.prepare(self.rigid_contact_max, self.shape_pairs_max)
         if self.rigid_contact_max < 0:
             raise ValueError("CollisionPipeline: rigid_contact_max must be >= 0")
 
@@ -364,12 +395,19 @@ class CollisionPipeline:
                     self._reduction = ReductionSlots(blocks, dev)
             # (empty slots: contacts written directly; allocated here, not inside collide)
             self._slots = self._reduction if self._reduction is not None else ReductionSlots(0, dev)
+            self._mm = None
+            self._mm_route = None
+            mm_blocks = self._mm_block_count(pairs_np, types, model)
+            if mm_blocks:
+                self._mm = MeshMeshRoute(model, types, self._prim_sdf, mm_blocks, self.reduce_contacts, dev)
+                if np.any(self._prim_sdf[:n] != 0):
+                    self._mm_route = self._mm.buffers.prim_sdf
             self._sorter = None
             self._key_shift = max(1, int(n).bit_length())
             if self.deterministic:
                 self._sorter = DeterministicSort(n, self.rigid_contact_max, dev)
                 self._key_shift = self._sorter.key_shift
-                self._scratch = set_reduction(self._sorter.scratch, self._slots)
+                self._scratch = set_reduction(self._sorter.scratch, self._slots, self._mm_route)
                 self._sort_key = self._sorter.sort_key
                 self._key_fill = self._sorter.key_fill
             self._matcher = None
@@ -390,15 +428,39 @@ class CollisionPipeline:
         tb = types[pairs_np[:, 1]]
         lo, hi = np.minimum(ta, tb), np.maximum(ta, tb)
         supported = np.zeros(len(pairs_np), dtype=bool)
-        for x, y in PAIR_MAX_CONTACTS:
+        M, H, P = int(GeoType.MESH), int(GeoType.HFIELD), int(GeoType.PLANE)
+        # mesh-mesh routes (:mod:`.mesh_mesh`); PLANE-HFIELD / HFIELD-HFIELD are static-static (no contacts)
+        for x, y in list(PAIR_MAX_CONTACTS) + [(M, M), (H, M), (P, H), (H, H)]:
             supported |= (lo == x) & (hi == y)
         if not supported.all():
             k = int(np.nonzero(~supported)[0][0])
             a, b = int(pairs_np[k, 0]), int(pairs_np[k, 1])
             raise NotImplementedError(
                 f"CollisionPipeline: narrow phase for {_type_name(lo[k])}-{_type_name(hi[k])} pairs "
-                f"(shapes {a} and {b}) is not implemented yet; supported: every pair among PLANE, SPHERE, "
-                "CAPSULE, ELLIPSOID, CYLINDER, BOX, CONE and CONVEX_MESH except PLANE-PLANE")
+                f"(shapes {a} and {b}) is not implemented yet; supported: every pair among PLANE, HFIELD, "
+                "SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH, CONE and CONVEX_MESH except PLANE-PLANE "
+                "(PLANE-HFIELD and HFIELD-HFIELD pairs are static and produce no contacts)")
+
+    def _mm_block_count(self, pairs_np, types, model) -> int:
+        """Upper bound of the candidate pairs routed to :mod:`.mesh_mesh` (one block each)."""
+        prim = self._prim_sdf[: len(types)]
+        if self.broad_phase_mode == "explicit":
+            return int(np.count_nonzero(routed_pair_mask(pairs_np, types, self._prim_sdf)))
+        M, H = int(GeoType.MESH), int(GeoType.HFIELD)
+        world = model.shape_world.numpy() if len(types) else np.zeros(0, np.int64)
+        ism, ish, isp = types == M, types == H, prim != 0
+        total = 0
+        g = world < 0
+        mg, hg, pg = int(np.count_nonzero(ism & g)), int(np.count_nonzero(ish & g)), int(np.count_nonzero(isp & g))
+        for w in np.unique(world[~g]) if np.any(~g) else [None]:
+            sel = (world == w) if w is not None else np.zeros(len(types), bool)
+            m = int(np.count_nonzero(ism & sel)) + mg
+            h = int(np.count_nonzero(ish & sel)) + hg
+            pr = int(np.count_nonzero(isp & sel)) + pg
+            total += m * (m - 1) // 2 + m * (h + pr)
+        if np.any(~g):
+            total -= (len(np.unique(world[~g])) - 1) * (mg * (mg - 1) // 2 + mg * (hg + pg))  # global-global once
+        return int(min(max(total, 0), self.shape_pairs_max))
 
     def _alloc_out(self, cap: int) -> ContactOut:
         return alloc_contact_out(cap, self._key_shift)
@@ -420,7 +482,7 @@ class CollisionPipeline:
         o.sort_value = self._empty_i
         o.capacity = contacts.rigid_contact_max
         o.key_shift = self._key_shift
-        return set_reduction(o, self._slots)
+        return set_reduction(o, self._slots, self._mm_route)
 
     # ------------------------------------------------------------------ public API
     def contacts(self) -> Contacts:
@@ -496,14 +558,28 @@ class CollisionPipeline:
                                         model.shape_world, n, self._candidates, self._counters, device=dev,
                                         filter_pairs=self._filter_pairs, num_filter_pairs=int(self._filter_pairs.shape[0]),
                                         skip_count_zero=True, **common)  # fmt: skip
+            if self.hydroelastic_sdf is not None and self.broad_phase_mode != "explicit":
+                self.hydroelastic_sdf.filter_candidates(model, self._candidates, self._counters)
             ndim = grid_dim(dev, self.shape_pairs_max)
             wp.launch(narrow_phase_kernel, dim=ndim,
                       inputs=[self._candidates, self._counters, model.shape_type, model.shape_body, self._shape_X,
                               model.shape_scale, model.shape_margin, model.shape_gap, body_q, body_qd,
                               self._body_com, spec_i, dtv, emax, out, ndim, *convex_mesh_buffers(model)],
                       device=dev, record_tape=False)  # fmt: skip
+            if self._mm is not None:
+                self._mm.launch(self._candidates, self._counters, model, self._shape_X, body_q, body_qd,
+                                self._body_com, spec_i, dtv, emax, out, convex_mesh_buffers(model)[0], ndim)
+        if self.hydroelastic_sdf is not None:  # per-contact stiffness travels beside `out`
+            hstiff = self.hydroelastic_sdf.stiffness_scratch(self.rigid_contact_max) if self.deterministic else \
+                contacts.rigid_contact_stiffness  # fmt: skip
+            hstiff.zero_()
+            self.hydroelastic_sdf.launch(self._shape_X, self._lower, self._upper, out, hstiff, body_q)
         if self.deterministic:
             self._sorter.sort_into(self._contacts_out(contacts), dev)
+            if self.hydroelastic_sdf is not None:
+                self.hydroelastic_sdf.gather_stiffness(contacts.rigid_contact_count, contacts.rigid_contact_max,
+                                                       self._sorter.sort_value, hstiff,
+                                                       contacts.rigid_contact_stiffness, dev)  # fmt: skip
         if self._matcher is not None:
             self._matcher.run(model, contacts, body_q)
         contacts._contact_matching_mode = self.contact_matching

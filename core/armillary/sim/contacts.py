@@ -22,7 +22,10 @@ class Contacts:
     ``rigid_contact_margin0/1`` (float, effective radius + margin [m]),
     ``rigid_contact_force`` (vec3), ``rigid_contact_point_id`` (int32, the contact's sub-key
     within its shape pair) and ``rigid_contact_tids`` (int32); ``rigid_contact_count`` is a
-    one-element int32 array.
+    one-element int32 array. Per-contact material overrides (float32, ``0`` = use the shapes'
+    mixed materials): ``rigid_contact_stiffness`` [N/m] (set by hydroelastic contacts to
+    ``area * k_eff``), ``rigid_contact_damping`` [N*s/m] and ``rigid_contact_friction`` (friction
+    coefficient).
 
     Options: ``clear_buffers`` makes :meth:`clear` also reset the per-contact arrays;
     ``requested_attributes`` allocates extended attributes (``"force"``);
@@ -102,6 +105,11 @@ class Contacts:
             self.rigid_contact_force = wp.zeros(nr, dtype=wp.vec3, requires_grad=g)
             self.rigid_contact_point_id = wp.zeros(nr, dtype=wp.int32)
             self.rigid_contact_tids = full(nr, -1, wp.int32)
+            # per-contact material overrides (0 = use the shapes' materials); hydroelastic contacts
+            # set rigid_contact_stiffness = area * k_eff
+            self.rigid_contact_stiffness = wp.zeros(nr, dtype=wp.float32)
+            self.rigid_contact_damping = wp.zeros(nr, dtype=wp.float32)
+            self.rigid_contact_friction = wp.zeros(nr, dtype=wp.float32)
             self.rigid_contact_surface_velocity = wp.zeros(nr, dtype=wp.vec3) if rigid_contact_surface_velocity else None
             self.rigid_contact_match_index = full(nr, -1, wp.int32) if contact_matching else None
             self.rigid_contact_new_indices = wp.zeros(nr, dtype=wp.int32) if contact_report else None
@@ -175,7 +183,8 @@ class Contacts:
         if self.clear_buffers:
             for name in ("rigid_contact_shape0", "rigid_contact_shape1", "soft_contact_particle", "soft_contact_shape"):
                 getattr(self, name).fill_(-1)
-            for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force"):
+            for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force",
+                         "rigid_contact_stiffness", "rigid_contact_damping", "rigid_contact_friction"):
                 getattr(self, name).zero_()
         if bump_generation:
             wp.launch(_bump_generation, dim=1, inputs=[self.contact_generation], device=self.device)

@@ -64,6 +64,9 @@ def contact_wrench_kernel(
     contact_normal: wp.array(dtype=wp.vec3),
     contact_margin0: wp.array(dtype=float),
     contact_margin1: wp.array(dtype=float),
+    contact_stiffness: wp.array(dtype=float),
+    contact_damping: wp.array(dtype=float),
+    contact_friction: wp.array(dtype=float),
     # out:
     body_f_contact_out: wp.array(dtype=wp.spatial_vector),
     contact_force_out: wp.array(dtype=wp.vec3),
@@ -75,7 +78,9 @@ def contact_wrench_kernel(
     ``n (ke d - kd min(vn, 0)) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
     ``f_t = -min(kf |vt|, mu fn) vt / |vt|_s`` Coulomb friction regularised by a viscous
     law below the sliding speed where ``kf |vt| = mu fn`` (``|vt|_s`` is smoothed by
-    ``friction_smoothing`` [m/s]). Materials are the mean of the two shapes'. Shape 0 gets
+    ``friction_smoothing`` [m/s]). Materials are the mean of the two shapes', except where the
+    per-contact ``contact_stiffness`` / ``contact_damping`` / ``contact_friction`` (``ke``,
+    ``kd``, ``mu``; empty arrays allowed) are > 0, e.g. hydroelastic contacts. Shape 0 gets
     the opposite force. ``contact_force_out[k]`` is the force on shape 1 (world, N).
     """
     k = wp.tid()
@@ -118,6 +123,15 @@ def contact_wrench_kernel(
     kd = 0.5 * (shape_material_kd[s0] + shape_material_kd[s1])
     kf = 0.5 * (shape_material_kf[s0] + shape_material_kf[s1])
     mu = 0.5 * (shape_material_mu[s0] + shape_material_mu[s1])
+    if contact_stiffness.shape[0] > k:
+        if contact_stiffness[k] > 0.0:
+            ke = contact_stiffness[k]
+    if contact_damping.shape[0] > k:
+        if contact_damping[k] > 0.0:
+            kd = contact_damping[k]
+    if contact_friction.shape[0] > k:
+        if contact_friction[k] > 0.0:
+            mu = contact_friction[k]
     fn = wp.max(ke * d - kd * wp.min(vn, 0.0), 0.0)
     vt = v_rel - n * vn
     vt_len = wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)

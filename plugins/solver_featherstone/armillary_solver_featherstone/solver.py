@@ -195,6 +195,7 @@ class SolverFeatherstone(SolverBase):
                                                and wp.get_device(model.device).is_cuda)  # fmt: skip
         self._warned: set[str] = set()
         self._contact_force = None
+        self._empty_override = None
         self._launches = LaunchCache()
         self._allocate()
         self._build_tables()
@@ -317,6 +318,19 @@ class SolverFeatherstone(SolverBase):
             warnings.warn(message, UserWarning, stacklevel=3)
 
     # --------------------------------------------------------------- contract
+    def _contact_overrides(self, contacts):
+        """Per-contact stiffness / damping / friction overrides of ``contacts`` (empty arrays when
+        the buffer has none)."""
+        out = []
+        for name in ("rigid_contact_stiffness", "rigid_contact_damping", "rigid_contact_friction"):
+            a = getattr(contacts, name, None)
+            if a is None:
+                a = self._empty_override
+                if a is None:
+                    a = self._empty_override = wp.zeros(0, dtype=float, device=self.device)
+            out.append(a)
+        return out
+
     def step(self, state_in, state_out, control, contacts, dt: float) -> None:
         model = self.model
         if model.articulation_count == 0:
@@ -344,6 +358,7 @@ class SolverFeatherstone(SolverBase):
                     contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                     contacts.rigid_contact_point0, contacts.rigid_contact_point1, contacts.rigid_contact_normal,
                     contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
+                    *self._contact_overrides(contacts),
                 ],
                 outputs=[self._body_f_contact, self._contact_force],
                 device=self.device,

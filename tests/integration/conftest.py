@@ -1,0 +1,12 @@
+"""Integration tests run the installed plugins (importers and solvers) end to end, like a user
+of ``armillary run``: they override the core tests' isolated registry with the process-wide one."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    """The process-wide plugin registry (every installed plugin), not an isolated one."""
+    from armillary.plugins import get_registry
+
+    return get_registry()
