@@ -92,6 +92,7 @@ def _cmd_run(args) -> int:
         out=args.out,
         device=args.device,
         progress=args.progress,
+        mesh_collision=args.mesh_collision,
     )
     summary = run(options)
     for line in summary.lines():
@@ -117,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worlds", type=int, default=1, help="number of replicated worlds (default 1)")
     p.add_argument("--out", default="trajectory.npz", help="trajectory file (.npz, numpy.load-able)")
     p.add_argument("--device", default=None, help="Warp device (default: Warp's default device)")
+    p.add_argument("--mesh-collision", default="sdf", choices=("sdf", "mesh", "convex_hull"),
+                   help="how a model file's triangle-mesh shapes collide: 'sdf' (default) builds a 64-voxel SDF "
+                        "per mesh (cached in $ARMILLARY_CACHE or ~/.cache/armillary), 'mesh' uses the meshes' BVHs "
+                        "only, 'convex_hull' replaces them by convex hulls (what MuJoCo does)")  # fmt: skip
     g = p.add_mutually_exclusive_group()
     g.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show progress")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")

@@ -36,6 +36,8 @@ class RunOptions:
     out: str | None = "trajectory.npz"
     device: str | None = None
     progress: bool | None = None  # None: only when stderr is a terminal
+    #: model files only: "sdf" (attach a cached SDF to every colliding MESH), "mesh" or "convex_hull"
+    mesh_collision: str = "sdf"
 
 
 @dataclasses.dataclass
@@ -111,6 +113,7 @@ def _load_builder(options: RunOptions, registry):
                 builder.replicate(world, options.world_count)
         except (OSError, ValueError, ImportError) as exc:
             _fail(f"cannot import {str(path)!r}: {exc}", exc)
+        _prepare_meshes(builder, options.mesh_collision)
         dt = float(getattr(builder, "timestep", None) or 1.0 / 600.0)  # e.g. MJCF <option timestep>
         return builder, str(path), dt, 300, max(1, round(1.0 / 60.0 / dt))
     name = options.scene or DEFAULT_SCENE
@@ -120,6 +123,38 @@ def _load_builder(options: RunOptions, registry):
     builder = entry.load()(world_count=options.world_count)
     return builder, f"{name} (built-in scene)" if entry.plugin.name == "builtin" else name, \
         entry.meta["dt"], entry.meta["frames"], entry.meta["substeps"]
+
+
+MESH_SDF_RESOLUTION = 64
+
+
+def _cache_dir() -> str:
+    root = os.environ.get("ARMILLARY_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "armillary")
+    return os.path.join(root, "sdf")
+
+
+def _prepare_meshes(builder, mode: str) -> None:
+    """Collision geometry of an imported model's triangle meshes (see ``RunOptions.mesh_collision``)."""
+    from .sim.enums import GeoType, ShapeFlags
+
+    if mode not in ("sdf", "mesh", "convex_hull"):
+        _fail(f"--mesh-collision must be 'sdf', 'mesh' or 'convex_hull', got {mode!r}")
+    colliding = [s for s in range(builder.shape_count) if int(builder.shape_type[s]) == int(GeoType.MESH)
+                 and int(builder.shape_flags[s]) & int(ShapeFlags.COLLIDE_SHAPES)]  # fmt: skip
+    if mode == "convex_hull" and colliding:
+        builder.approximate_meshes("convex_hull", shape_indices=colliding)
+    elif mode == "sdf":
+        cache = _cache_dir()
+        done = set()
+        for s in colliding:
+            mesh = builder.shape_source[s]
+            if id(mesh) in done or getattr(mesh, "sdf", None) is not None:
+                continue
+            done.add(id(mesh))
+            try:
+                mesh.build_sdf(max_resolution=MESH_SDF_RESOLUTION, cache_dir=cache)
+            except OSError:  # unwritable cache folder: build without it
+                mesh.build_sdf(max_resolution=MESH_SDF_RESOLUTION)
 
 
 def _choose_solver(options: RunOptions, registry, model):

@@ -196,13 +196,10 @@ def other_dist(o: int, to: int, Xo: wp.transform, so: wp.vec3, p: wp.vec3, rng: 
         d, nl = sdf_query(sdf, o, lp)
         found = int(1)
         if to == MESH:
-            # BVH fallback: outside the grid box (extrapolated values) and below the narrow band
-            g = wp.cw_mul(lp, sdf.qscale[o])
-            lo = sdf.lower[o]
-            dm = sdf.dims[o]
-            hi = lo + sdf.voxel[o] * wp.vec3(float(dm[0] - 1), float(dm[1] - 1), float(dm[2] - 1))
-            outside = g[0] < lo[0] or g[1] < lo[1] or g[2] < lo[2] or g[0] > hi[0] or g[1] > hi[1] or g[2] > hi[2]
-            if (outside and d <= rng) or d < mm.band_in[o]:
+            # BVH fallback below the narrow band (stored values there are clamped); outside the grid
+            # box the SDF's extension (value at the clamped point + distance to the box) is an
+            # upper bound of the true distance, used as is: every query stays O(1)
+            if d < mm.band_in[o]:
                 found, d, nl = mesh_dist(geo, mm, o, so, lp, rng)
                 d = d - sdf.margin[o]
         if d > rng:

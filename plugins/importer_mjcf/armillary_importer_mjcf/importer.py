@@ -639,7 +639,7 @@ class _Parser:
             if "face" in a:
                 f = self.floats(el, a, "face").astype(np.int64).reshape(-1, 3)
             else:
-                f = _convex_hull_faces(v, self, el)
+                v, f = _convex_hull_faces(v, self, el)
             if f.size == 0 or f.min() < 0 or f.max() >= len(v):
                 raise self.err(el, f"mesh {name!r}: face indices out of range")
         else:
@@ -707,12 +707,14 @@ def _read_mesh_file(path: str, parser: _Parser, el):
 
 
 def _convex_hull_faces(v, parser, el):
-    try:
-        import trimesh
+    """(hull vertices, CCW hull faces) of a vertex-only mesh (MuJoCo builds its convex hull)."""
+    from armillary.geometry.hull import convex_hull
 
-        return np.asarray(trimesh.convex.convex_hull(v).faces, dtype=np.int64)
-    except Exception as e:
+    try:
+        hv, hf = convex_hull(v)
+    except ValueError as e:
         raise parser.err(el, f"cannot build the convex hull of the mesh vertices: {e}") from None
+    return np.asarray(hv, dtype=np.float64), np.asarray(hf, dtype=np.int64).reshape(-1, 3)
 
 
 # ---------------------------------------------------------------------- mass properties
