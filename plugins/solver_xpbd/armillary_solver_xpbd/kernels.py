@@ -150,6 +150,27 @@ def wrap_angle(a: float):
 
 
 @wp.func
+def angle_near_limits(a: float, lo: float, hi: float):
+    """The angle ``a`` (known modulo 2 pi) as the representative a limit range ``[lo, hi]`` sees.
+
+    A hinge angle measured from the body poses only lies in ``[-pi, pi]``, while MJCF/URDF ranges
+    may span any interval (e.g. ``[0.82, 5.46]``). With both bounds finite, ``a`` is shifted by a
+    multiple of 2 pi into ``[mid - pi, mid + pi]`` (``mid`` the range centre), so an angle inside the
+    range is never taken for a violation and a violated one is measured from its nearer bound.
+    A range of 2 pi or more constrains nothing measurable and maps ``a`` inside it.
+    """
+    if lo <= -LIMIT_INF or hi >= LIMIT_INF:
+        return a
+    two_pi = 6.28318530717959
+    if hi - lo >= two_pi:
+        return 0.5 * (lo + hi)
+    mid = 0.5 * (lo + hi)
+    d = a - mid
+    d = d - two_pi * wp.floor((d + 3.14159265358979) / two_pi)
+    return mid + d
+
+
+@wp.func
 def twist_angle(q_rel: wp.quat, axis: wp.vec3):
     """Angle of the twist of ``q_rel`` about the unit ``axis`` (in [-pi, pi])."""
     s = wp.dot(wp.vec3(q_rel[0], q_rel[1], q_rel[2]), axis)
@@ -602,10 +623,11 @@ def solve_joints_kernel(
             ang = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp, Xwc)
             lo = joint_limit_lower[d]
             hi = joint_limit_upper[d]
-            if ang < lo and lo > -LIMIT_INF:
-                jb, dl = jb_angular(jb, a_w, ang - lo, 0.0, 0.0, angular_relaxation)
-            elif ang > hi and hi < LIMIT_INF:
-                jb, dl = jb_angular(jb, a_w, ang - hi, 0.0, 0.0, angular_relaxation)
+            ang_lim = angle_near_limits(ang, lo, hi)
+            if ang_lim < lo and lo > -LIMIT_INF:
+                jb, dl = jb_angular(jb, a_w, ang_lim - lo, 0.0, 0.0, angular_relaxation)
+            elif ang_lim > hi and hi < LIMIT_INF:
+                jb, dl = jb_angular(jb, a_w, ang_lim - hi, 0.0, 0.0, angular_relaxation)
             else:
                 tq = joint_target_q[qstart + nl + k]
                 tqd = joint_target_qd[d]
