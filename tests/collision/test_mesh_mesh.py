@@ -407,3 +407,30 @@ def test_static_heightfield_pairs_do_not_raise():
     c = cp.contacts()
     cp.collide(m.state(), c)
     assert int(c.rigid_contact_count.numpy()[0]) == 0
+
+
+@pytest.mark.parametrize("use_sdf", [False, True], ids=["bvh", "sdf"])
+def test_aligned_equal_boxes_stack(use_sdf):
+    """Two equal, exactly aligned mesh boxes, the upper one 1 cm lower than touching: every vertex
+    and edge of each lies on the other's side faces (distance 0, lateral normals). The vertex
+    normal rule (closest face opposing the corner's outward normal) gives vertical contacts: normal
+    +z from the lower box to the upper one, depth ~1 cm; lateral contacts only at zero depth."""
+    h = 0.1
+    ma = newton.Mesh.create_box(h)
+    mb = newton.Mesh.create_box(h)
+    if use_sdf:
+        ma.sdf = _box_sdf((h, h, h), pad=0.05, voxel=0.01)
+        mb.sdf = _box_sdf((h, h, h), pad=0.05, voxel=0.01)
+    overlap = 0.01
+    m, st = _two_meshes(ma, mb, [0.0, 0.0, 2 * h - overlap, 0, 0, 0, 1], gap=0.002)
+    _, c = _collide(m, st)
+    r = _read(m, st, c)
+    assert r["n"] >= 4
+    # orient every contact from the lower (static, shape 0) box to the upper one
+    sign = np.where(r["s0"] == 0, 1.0, -1.0)
+    nz = sign * r["normal"][:, 2]
+    vertical = np.abs(nz) > 0.99
+    assert vertical.sum() >= 4, (r["normal"], r["d"])
+    assert np.all(nz[vertical] > 0.99)
+    assert np.allclose(r["d"][vertical], -overlap, atol=1.5e-3), r["d"]
+    assert np.all(r["d"][~vertical] > -1.0e-4), r["d"]

@@ -310,7 +310,7 @@ def convex_manifold(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3)
             PA[cnt] = FA[0] + (s / L2) * (FA[1] - FA[0])
             PB[cnt] = FB[0] + ((s - s0) / (s1 - s0)) * (FB[1] - FB[0])
             cnt += 1
-        return PA, PB, cnt
+        return drop_misaligned_exact(PA, PB, cnt, n)
     # reference: a polygon (>= 3 points); incident: the other feature (segment or polygon)
     ref_is_a = int(1)
     FR = FA
@@ -350,4 +350,32 @@ def convex_manifold(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3)
                 PA[cnt] = pi
                 PB[cnt] = pr
             cnt += 1
-    return PA, PB, cnt
+    return drop_misaligned_exact(PA, PB, cnt, n)
+
+
+@wp.func
+def drop_misaligned_exact(PA: mat163, PB: mat163, cnt: int, n: wp.vec3):
+    """With a clipped face manifold present, replace the exact contact (entry 0) by the manifold's
+    deepest point when its two witness points are not aligned along ``n`` and the manifold reaches
+    the same depth: for face-face contacts
+    the penetration witnesses can sit anywhere on the two faces (e.g. a face corner of one shape
+    paired with an interior point of the other), which is no contact point of either shape."""
+    if cnt < 2:
+        return PA, PB, cnt
+    w = PB[0] - PA[0]
+    lat = w - wp.dot(w, n) * n
+    if wp.length(lat) <= 1.0e-6 + 1.0e-4 * wp.length(w):
+        return PA, PB, cnt
+    best = int(1)
+    for i in range(2, cnt):
+        if wp.dot(n, PB[i] - PA[i]) < wp.dot(n, PB[best] - PA[best]):
+            best = i
+    if wp.dot(n, PB[best] - PA[best]) > wp.dot(n, w) + 1.0e-6 + 1.0e-4 * wp.length(w):
+        return PA, PB, cnt  # the exact contact is deeper than every manifold point: keep it
+    PA[0] = PA[best]
+    PB[0] = PB[best]
+    # the copied entry leaves the list (keeping order): no duplicate contact
+    for i in range(best, cnt - 1):
+        PA[i] = PA[i + 1]
+        PB[i] = PB[i + 1]
+    return PA, PB, cnt - 1

@@ -49,7 +49,8 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType, ShapeFlags
 from .marching import corner_offset, edge_t, kuhn_mid
-from .narrow_phase import MAX_SUB_KEY, SUB_KEY_BITS_C, ContactOut
+from .narrow_phase import MAX_SUB_KEY, SUB_KEY_BITS_C, ContactOut, shape_body_xform
+from .primitives import any_perpendicular
 from .sdf import SDFBuffers, build_sdf_buffers, sdf_query, shape_sdf
 
 vec8 = wp.types.vector(length=8, dtype=wp.float32)
@@ -134,23 +135,6 @@ class HydroState:
 
 
 # ----------------------------------------------------------------------------- helpers
-@wp.func
-def _body_X(shape: int, shape_body: wp.array(dtype=int), body_q: wp.array(dtype=wp.transform)):
-    b = shape_body[shape]
-    if b >= 0:
-        return body_q[b]
-    return wp.transform_identity()
-
-
-@wp.func
-def _perp(n: wp.vec3):
-    a = wp.vec3(1.0, 0.0, 0.0)
-    if wp.abs(n[0]) > 0.6:
-        a = wp.vec3(0.0, 1.0, 0.0)
-    u = wp.normalize(wp.cross(n, a))
-    return u
-
-
 @wp.func
 def _emit(out: ContactOut, stiff: wp.array(dtype=float), hs: HydroState, a: int, b: int, XbA: wp.transform,
           XbB: wp.transform, x: wp.vec3, n: wp.vec3, area: float, p: float, keff: float, sub: int):  # fmt: skip
@@ -470,7 +454,7 @@ def _emit_all_kernel(hs: HydroState, out: ContactOut, stiff: wp.array(dtype=floa
         pr = hs.slot_pair[slot]
         a = hs.pair_a[pr]
         b = hs.pair_b[pr]
-        _emit(out, stiff, hs, a, b, _body_X(a, shape_body, body_q), _body_X(b, shape_body, body_q), hs.face_x[f],
+        _emit(out, stiff, hs, a, b, shape_body_xform(shape_body[a], body_q), shape_body_xform(shape_body[b], body_q), hs.face_x[f],
               hs.face_n[f], hs.face_area[f], hs.face_p[f], hs.pair_keff[pr], hs.face_fp[f])  # fmt: skip
         f += stride
 
@@ -593,7 +577,7 @@ def _rep_score(hs: HydroState, f: int, r: int):
     if r == 4:
         return p
     d = hs.dirs[hs.face_bin[f]]
-    u0 = _perp(d)
+    u0 = any_perpendicular(d)
     v0 = wp.cross(d, u0)
     u = u0 + v0  # diagonal directions: the corners of axis-aligned patches are unique extremes
     v = v0 - u0
@@ -642,8 +626,8 @@ def _emit_reduced_kernel(hs: HydroState, out: ContactOut, stiff: wp.array(dtype=
         a = hs.pair_a[pr]
         b = hs.pair_b[pr]
         keff = hs.pair_keff[pr]
-        XbA = _body_X(a, shape_body, body_q)
-        XbB = _body_X(b, shape_body, body_q)
+        XbA = shape_body_xform(shape_body[a], body_q)
+        XbB = shape_body_xform(shape_body[b], body_q)
         base = key * _NQ
         if hs.bin_npen[key] > 0:
             F = wp.vec3(hs.bin_q[base], hs.bin_q[base + 1], hs.bin_q[base + 2])
@@ -671,7 +655,7 @@ def _emit_reduced_kernel(hs: HydroState, out: ContactOut, stiff: wp.array(dtype=
                     m += 1
                 # weights w (sum 1) placing the weighted centroid of the representatives at the
                 # center of pressure: minimum-norm correction of the uniform weights
-                tu = _perp(nF)
+                tu = any_perpendicular(nF)
                 tv = wp.cross(nF, tu)
                 yu = vec8()
                 yv = vec8()

@@ -22,9 +22,10 @@ distance ``d(p)`` (negative inside, outward unit normal):
   find the closest surface for depth and normal); the distance and normal are then measured
   exactly to the closest face in the scaled frame. Of a HFIELD: the plane of the grid triangle
   under ``(x, y)`` (two CCW triangles per cell, solid below). Of a primitive: its SDF.
-* a vertex gives a contact at the vertex; an edge (only when ``d`` decreases at its first end and
-  increases at its second, or is flat at both: otherwise its minimum is an end vertex, reported by
-  that vertex) gives a contact at the minimum of ``d`` along
+* a vertex gives a contact at the vertex; an edge (skipped when its end values prove it out of
+  range, ``(d0 + d1 - L) / 2 > limit``, or wholly inside; sampled only when ``d`` decreases at
+  its first end and increases at its second, or is flat at both: otherwise its minimum is an end
+  vertex, reported by that vertex) gives a contact at the minimum of ``d`` along
   it (9 samples, then 12 golden-section steps around the best) when that minimum is interior
   and below both endpoint values (else the vertex contacts cover it), or, when the minimum is a
   plateau (the edge lies on a face), one at each plateau end inside the edge (bisection), with
@@ -43,6 +44,23 @@ Launches (all with fixed dimensions, no host synchronization): a claim kernel ha
 candidate pair a *block* (atomic counter), a feature kernel runs :data:`THREADS_PER_PAIR`
 threads per block over the pair's features, and with reduction a finalize kernel (one thread per
 block) writes the selected contacts.
+
+Feature enumeration: only the overlap region is visited. Per side, the other shape's scaled
+local bounds grown by the detection limit are mapped into the source MESH's unscaled frame and
+clipped to its bounds; the box is cut into ``THREADS_PER_PAIR`` slabs along its longest axis and
+each lane queries the source's own BVH (``wp.mesh_query_aabb``) with its slab, taking the
+triangles whose lowest point along the axis falls in it. A triangle emits the features it *owns*
+(precomputed: the vertices and route edges whose lowest-index adjacent triangle it is), so every
+feature is visited once; features on no triangle are scanned separately. Heightfield grid points
+keep their grid window. Each side's per-shape constants (transforms, bounds, SDF grid
+parameters) are set up once per block in a small :class:`Side` struct; distances are evaluated
+in the other shape's local frame and converted to world once per contact.
+
+Vertex normal rule (MESH against MESH): a vertex inside or on the other mesh whose distance
+normal does not oppose its own outward normal (angle-weighted, precomputed) takes the closest
+face of the other mesh that does (BVH, within 0.1 x the other's box diagonal): e.g. the corner
+of a box stacked exactly aligned on an equal box lies on the lower box's side faces, and gets the
+top face's normal and depth instead of a lateral zero-depth contact.
 
 Reduction (binned streaming selection): a contact's normal falls in one of :data:`MM_BINS` (20)
 bins, the face normals of an icosahedron (largest dot product, lowest index on ties). Each bin
@@ -63,7 +81,7 @@ import warp as wp
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
-from .mesh_collision import FLAT_EDGE_COS, GeoBuffers, hf_point, local_aabb, point_triangle_signed
+from .mesh_collision import FLAT_EDGE_COS, GeoBuffers, local_aabb, point_triangle_signed
 from .narrow_phase import ContactOut, PairCtx, admit, mm_routed, shape_body_xform, write_contact
 from .sdf import SDFBuffers, build_sdf_buffers, sdf_has, sdf_query, shape_sdf
 
@@ -102,50 +120,248 @@ class MMBuffers:
     bhi: wp.array(dtype=wp.vec3)
     band_in: wp.array(dtype=float)  # SDF narrow band (inner) per shape: deeper values use the BVH
     prim_sdf: wp.array(dtype=int)  # 1: primitive routed against meshes through its SDF
+    tri_v: wp.array(dtype=wp.vec3i)  # per triangle: the vertices it owns (-1: none)
+    tri_e: wp.array(dtype=wp.vec3i)  # per triangle: the route edges it owns (-1: none)
+    tstart: wp.array(dtype=int)  # per shape: first entry in tri_v / tri_e
+    orph: wp.array(dtype=wp.vec2i)  # features owned by no triangle: (0 vertex / 1 edge, index)
+    ostart: wp.array(dtype=int)
+    ocount: wp.array(dtype=int)
+    vnorm: wp.array(dtype=wp.vec3)  # per vertex: unscaled outward (angle-weighted) normal
+    vstart: wp.array(dtype=int)
     bin_n: wp.array(dtype=wp.vec3)
-    bin_u: wp.array(dtype=wp.vec3)
-    bin_v: wp.array(dtype=wp.vec3)
+    bin_u: wp.array(dtype=wp.vec3)  # per bin: the 8 in-plane directions (45 degrees apart)
     pairs: wp.array(dtype=wp.vec2i)  # per block: ordered (a, b)
     count: wp.array(dtype=int)  # blocks claimed this launch
     keys: wp.array(dtype=wp.int64)  # blocks * MM_SLOTS (empty: unreduced)
+
+
+@wp.struct
+class Side:
+    """One side of a pair, set up once per block: the source shape ``s`` whose features are
+    queried against the other shape ``o``. Distances are evaluated in ``o``'s local (scaled) frame;
+    the struct holds the few arrays and per-shape constants the hot path needs (no big buffer
+    structs are passed down)."""
+
+    side: int  # 0: features of A, 1: of B
+    s: int
+    ts: int
+    o: int
+    to: int
+    Xo: wp.transform  # other local (scaled) -> world
+    Xso: wp.transform  # source local (scaled) -> other local
+    ss: wp.vec3
+    so: wp.vec3
+    smesh: wp.uint64
+    omesh: wp.uint64
+    olo: wp.vec3  # other's scaled local bounds (MESH)
+    ohi: wp.vec3
+    odiag: float
+    osmin: float
+    oflip: int
+    # the other shape's SDF
+    osdf: int
+    sbase: int
+    sdims: wp.vec3i
+    slo: wp.vec3
+    shi: wp.vec3
+    sh: float
+    sqs: wp.vec3
+    sdscale: float
+    smargin: float
+    sband: float
+    svals: wp.array(dtype=float)
+    # heightfields (source / other)
+    hf: wp.array(dtype=float)
+    hs_base: int
+    hs_dims: wp.vec4
+    ho_base: int
+    ho_dims: wp.vec4
+    # source edges and vertex normals
+    edges: wp.array(dtype=wp.vec2i)
+    estart: int
+    vnorm: wp.array(dtype=wp.vec3)
+    vstart: int
+
+
+@wp.func
+def make_side(side: int, a: int, b: int, ta: int, tb: int, XA: wp.transform, sA: wp.vec3, XB: wp.transform,
+              sB: wp.vec3, geo: GeoBuffers, sdf: SDFBuffers, mm: MMBuffers):  # fmt: skip
+    sd = Side()
+    sd.side = side
+    s = a
+    ts = ta
+    Xs = XA
+    ss = sA
+    o = b
+    to = tb
+    Xo = XB
+    so = sB
+    if side == 1:
+        s = b
+        ts = tb
+        Xs = XB
+        ss = sB
+        o = a
+        to = ta
+        Xo = XA
+        so = sA
+    sd.s = s
+    sd.ts = ts
+    sd.o = o
+    sd.to = to
+    sd.Xo = Xo
+    sd.Xso = wp.transform_inverse(Xo) * Xs
+    sd.ss = ss
+    sd.so = so
+    sd.smesh = wp.uint64(0)
+    sd.omesh = wp.uint64(0)
+    if ts == MESH:
+        sd.smesh = geo.mesh_id[s]
+    b0 = wp.cw_mul(mm.blo[o], so)
+    b1 = wp.cw_mul(mm.bhi[o], so)
+    sd.olo = wp.min(b0, b1)
+    sd.ohi = wp.max(b0, b1)
+    sd.odiag = wp.length(sd.ohi - sd.olo)
+    sd.osmin = wp.min(wp.abs(so[0]), wp.min(wp.abs(so[1]), wp.abs(so[2])))
+    sd.oflip = int(0)
+    if so[0] * so[1] * so[2] < 0.0:
+        sd.oflip = 1
+    if to == MESH:
+        sd.omesh = geo.mesh_id[o]
+    sd.osdf = int(0)
+    sd.svals = sdf.values
+    if sdf_has(sdf, o):
+        sd.osdf = 1
+        sd.sbase = sdf.start[o]
+        dm = sdf.dims[o]
+        sd.sdims = dm
+        sd.slo = sdf.lower[o]
+        sd.sh = sdf.voxel[o]
+        sd.shi = sd.slo + sd.sh * wp.vec3(float(dm[0] - 1), float(dm[1] - 1), float(dm[2] - 1))
+        sd.sqs = sdf.qscale[o]
+        sd.sdscale = sdf.dscale[o]
+        sd.smargin = sdf.margin[o]
+        sd.sband = mm.band_in[o]
+    sd.hf = geo.hf_data
+    if ts == HFIELD:
+        sd.hs_base = geo.hf_start[s]
+        sd.hs_dims = geo.hf_dims[s]
+    if to == HFIELD:
+        sd.ho_base = geo.hf_start[o]
+        sd.ho_dims = geo.hf_dims[o]
+    sd.edges = mm.edges
+    sd.estart = mm.estart[s]
+    sd.vnorm = mm.vnorm
+    sd.vstart = mm.vstart[s]
+    return sd
 
 
 # ------------------------------------------------------------------------------------ distances
 
 
 @wp.func
-def mesh_dist(geo: GeoBuffers, mm: MMBuffers, o: int, sM: wp.vec3, lp: wp.vec3, rng: float):
-    """BVH signed distance of the shape-local (scaled) point ``lp`` to MESH shape ``o`` within
+def hfp(hf: wp.array(dtype=float), base: int, dims: wp.vec4, sc: wp.vec3, i: int, j: int):
+    """Heightfield grid point (i, j) in the heightfield's scaled local frame."""
+    ncol = int(dims[1])
+    nrow = int(dims[0])
+    dx = 2.0 * dims[2] / float(ncol - 1)
+    dy = 2.0 * dims[3] / float(nrow - 1)
+    z = hf[base + i * ncol + j]
+    return wp.vec3((-dims[2] + float(j) * dx) * sc[0], (-dims[3] + float(i) * dy) * sc[1], z * sc[2])
+
+
+@wp.func
+def side_sdf(sd: Side, p: wp.vec3):
+    """The other shape's SDF at its local (scaled) point ``p``: distance and outward unit normal
+    (same rule as :func:`.sdf.sdf_query`: trilinear interpolant and its gradient, extension by the
+    distance to the grid box outside it), from the constants cached in ``sd``."""
+    g = wp.cw_mul(p, sd.sqs)
+    c = wp.min(wp.max(g, sd.slo), sd.shi)
+    outside = g - c
+    dout = wp.length(outside)
+    u = (c - sd.slo) / sd.sh
+    nx = sd.sdims[0]
+    ny = sd.sdims[1]
+    i = wp.min(wp.max(int(wp.floor(u[0])), 0), nx - 2)
+    j = wp.min(wp.max(int(wp.floor(u[1])), 0), ny - 2)
+    k = wp.min(wp.max(int(wp.floor(u[2])), 0), sd.sdims[2] - 2)
+    fx = u[0] - float(i)
+    fy = u[1] - float(j)
+    fz = u[2] - float(k)
+    r0 = sd.sbase + i + nx * (j + ny * k)
+    r1 = r0 + nx
+    r2 = r0 + nx * ny
+    r3 = r2 + nx
+    v = sd.svals
+    c000 = v[r0]
+    c100 = v[r0 + 1]
+    c010 = v[r1]
+    c110 = v[r1 + 1]
+    c001 = v[r2]
+    c101 = v[r2 + 1]
+    c011 = v[r3]
+    c111 = v[r3 + 1]
+    x00 = c000 + fx * (c100 - c000)
+    x10 = c010 + fx * (c110 - c010)
+    x01 = c001 + fx * (c101 - c001)
+    x11 = c011 + fx * (c111 - c011)
+    y0 = x00 + fy * (x10 - x00)
+    y1 = x01 + fy * (x11 - x01)
+    d = y0 + fz * (y1 - y0)
+    gx = (1.0 - fz) * ((1.0 - fy) * (c100 - c000) + fy * (c110 - c010)) + fz * (
+        (1.0 - fy) * (c101 - c001) + fy * (c111 - c011))
+    gy = (1.0 - fz) * (x10 - x00) + fz * (x11 - x01)
+    gz = y1 - y0
+    grad = wp.cw_mul(wp.vec3(gx, gy, gz), sd.sqs)
+    gl = wp.length(grad)
+    if gl > 1.0e-12:
+        grad = grad / gl
+    else:
+        grad = wp.vec3(0.0, 0.0, 1.0)
+    if dout > 0.0:
+        dirn = wp.cw_div(outside, sd.sqs)
+        dl = wp.length(dirn)
+        if dl > 0.0:
+            dirn = dirn / dl
+        w = wp.min(dout / sd.sh, 1.0)
+        grad = wp.normalize((1.0 - w) * grad + w * dirn + wp.vec3(1.0e-12))
+        d = d + dout
+    return d * sd.sdscale - sd.smargin, grad
+
+
+@wp.func
+def oth_tri(sd: Side, pts: wp.array(dtype=wp.vec3), ind: wp.array(dtype=int), f: int):
+    """Triangle ``f`` of the other MESH in its scaled frame (CCW outward, mirrored scales fixed)."""
+    p0 = wp.cw_mul(pts[ind[3 * f]], sd.so)
+    p1 = wp.cw_mul(pts[ind[3 * f + 1]], sd.so)
+    p2 = wp.cw_mul(pts[ind[3 * f + 2]], sd.so)
+    if sd.oflip != 0:
+        tmp = p1
+        p1 = p2
+        p2 = tmp
+    return p0, p1, p2
+
+
+@wp.func
+def mesh_dist(sd: Side, lp: wp.vec3, rng: float):
+    """BVH signed distance of the other-local (scaled) point ``lp`` to the other MESH within
     ``rng`` (any depth for points inside the mesh box). Returns (found, d, local normal)."""
-    b0 = wp.cw_mul(mm.blo[o], sM)
-    b1 = wp.cw_mul(mm.bhi[o], sM)
-    lo = wp.min(b0, b1)
-    hi = wp.max(b0, b1)
-    c = wp.min(wp.max(lp, lo), hi)
+    c = wp.min(wp.max(lp, sd.olo), sd.ohi)
     db = wp.length(lp - c)
     if db > rng:
         return int(0), float(0.0), wp.vec3(0.0)
     maxd = rng
     if db == 0.0:
-        maxd = wp.max(rng, wp.length(hi - lo))
-    smin = wp.min(wp.abs(sM[0]), wp.min(wp.abs(sM[1]), wp.abs(sM[2])))
-    mesh_id = geo.mesh_id[o]
-    lpu = wp.cw_div(lp, sM)
-    q = wp.mesh_query_point_sign_normal(mesh_id, lpu, maxd / smin * 1.001 + 1.0e-6)
+        maxd = wp.max(rng, sd.odiag)
+    lpu = wp.cw_div(lp, sd.so)
+    q = wp.mesh_query_point_sign_normal(sd.omesh, lpu, maxd / sd.osmin * 1.001 + 1.0e-6)
     if not q.result:
         return int(0), float(0.0), wp.vec3(0.0)
-    mesh = wp.mesh_get(mesh_id)
-    f = q.face
-    p0 = wp.cw_mul(mesh.points[mesh.indices[3 * f]], sM)
-    p1 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 1]], sM)
-    p2 = wp.cw_mul(mesh.points[mesh.indices[3 * f + 2]], sM)
-    if sM[0] * sM[1] * sM[2] < 0.0:
-        tmp = p1
-        p1 = p2
-        p2 = tmp
+    mesh = wp.mesh_get(sd.omesh)
+    p0, p1, p2 = oth_tri(sd, mesh.points, mesh.indices, q.face)
     d, cl, n = point_triangle_signed(lp, p0, p1, p2)
     inside = q.sign < 0.0
-    if inside != (d < 0.0):
+    if inside != (d < 0.0) and d != 0.0:
         d = -d
         n = -n
     if d > rng:
@@ -154,10 +370,39 @@ def mesh_dist(geo: GeoBuffers, mm: MMBuffers, o: int, sM: wp.vec3, lp: wp.vec3, 
 
 
 @wp.func
-def hf_dist(geo: GeoBuffers, o: int, sH: wp.vec3, lp: wp.vec3):
+def mesh_opposed(sd: Side, lp: wp.vec3, nv: wp.vec3, rad: float):
+    """Closest face of the other MESH within ``rad`` of ``lp`` among the faces whose outward normal
+    opposes ``nv`` (the source vertex's outward normal) and that ``lp`` lies behind or on.
+    Returns (found, d, local normal)."""
+    r = wp.vec3(rad / sd.osmin)
+    lpu = wp.cw_div(lp, sd.so)
+    mesh = wp.mesh_get(sd.omesh)
+    q = wp.mesh_query_aabb(sd.omesh, lpu - r, lpu + r)
+    f = int(0)
+    found = int(0)
+    bd = float(0.0)
+    bn = wp.vec3(0.0)
+    while wp.mesh_query_aabb_next(q, f):
+        p0, p1, p2 = oth_tri(sd, mesh.points, mesh.indices, f)
+        nf = wp.cross(p1 - p0, p2 - p0)
+        if wp.dot(nf, nv) >= -1.0e-3 * wp.length(nf):
+            continue
+        d, cl, n = point_triangle_signed(lp, p0, p1, p2)
+        if d > 1.0e-6 or -d > rad:
+            continue
+        if found == 0 or -d < -bd:
+            found = 1
+            bd = d
+            bn = n
+    return found, bd, bn
+
+
+@wp.func
+def hf_dist(sd: Side, lp: wp.vec3):
     """Signed distance of ``lp`` (heightfield-local, scaled) to the plane of the grid triangle
     under it (solid below). Returns (found, d, local normal); not found outside the grid."""
-    dims = geo.hf_dims[o]
+    dims = sd.ho_dims
+    sH = sd.so
     nrow = int(dims[0])
     ncol = int(dims[1])
     dx = 2.0 * dims[2] / float(ncol - 1)
@@ -170,13 +415,13 @@ def hf_dist(geo: GeoBuffers, o: int, sH: wp.vec3, lp: wp.vec3):
     i = wp.min(int(wp.floor(v)), nrow - 2)
     fx = u - float(j)
     fy = v - float(i)
-    a = hf_point(geo, o, sH, i, j)
-    c = hf_point(geo, o, sH, i + 1, j + 1)
+    a = hfp(sd.hf, sd.ho_base, dims, sH, i, j)
+    c = hfp(sd.hf, sd.ho_base, dims, sH, i + 1, j + 1)
     n = wp.vec3(0.0, 0.0, 1.0)
     if fx >= fy:
-        n = wp.cross(hf_point(geo, o, sH, i, j + 1) - a, c - a)
+        n = wp.cross(hfp(sd.hf, sd.ho_base, dims, sH, i, j + 1) - a, c - a)
     else:
-        n = wp.cross(c - a, hf_point(geo, o, sH, i + 1, j) - a)
+        n = wp.cross(c - a, hfp(sd.hf, sd.ho_base, dims, sH, i + 1, j) - a)
     n = wp.normalize(n)
     if n[2] < 0.0:
         n = -n
@@ -184,82 +429,85 @@ def hf_dist(geo: GeoBuffers, o: int, sH: wp.vec3, lp: wp.vec3):
 
 
 @wp.func
-def other_dist(o: int, to: int, Xo: wp.transform, so: wp.vec3, p: wp.vec3, rng: float, geo: GeoBuffers,
-               sdf: SDFBuffers, mm: MMBuffers):  # fmt: skip
-    """Signed distance of the world point ``p`` to shape ``o`` (SDF, BVH or heightfield).
-    Returns (found, d, world outward normal); found = 0 when beyond ``rng`` or unknown."""
-    lp = wp.transform_point(wp.transform_inverse(Xo), p)
+def other_dist(sd: Side, lp: wp.vec3, rng: float):
+    """Signed distance of the other-local (scaled) point ``lp`` to the other shape (SDF, BVH or
+    heightfield). Returns (found, d, local outward normal); found = 0 when beyond ``rng``."""
     found = int(0)
     d = float(0.0)
     nl = wp.vec3(0.0, 0.0, 1.0)
-    if sdf_has(sdf, o):
-        d, nl = sdf_query(sdf, o, lp)
+    if sd.osdf != 0:
+        d, nl = side_sdf(sd, lp)
         found = int(1)
-        if to == MESH:
+        if sd.to == MESH:
             # BVH fallback below the narrow band (stored values there are clamped); outside the grid
             # box the SDF's extension (value at the clamped point + distance to the box) is an
             # upper bound of the true distance, used as is: every query stays O(1)
-            if d < mm.band_in[o]:
-                found, d, nl = mesh_dist(geo, mm, o, so, lp, rng)
-                d = d - sdf.margin[o]
+            if d < sd.sband:
+                found, d, nl = mesh_dist(sd, lp, rng)
+                d = d - sd.smargin
         if d > rng:
             found = 0
-    elif to == MESH:
-        found, d, nl = mesh_dist(geo, mm, o, so, lp, rng)
-    elif to == HFIELD:
-        found, d, nl = hf_dist(geo, o, so, lp)
+    elif sd.to == MESH:
+        found, d, nl = mesh_dist(sd, lp, rng)
+    elif sd.to == HFIELD:
+        found, d, nl = hf_dist(sd, lp)
         if d > rng:
             found = 0
-    return found, d, wp.quat_rotate(wp.transform_get_rotation(Xo), nl)
+    return found, d, nl
 
 
 @wp.func
-def dist_or_big(o: int, to: int, Xo: wp.transform, so: wp.vec3, p: wp.vec3, rng: float, geo: GeoBuffers,
-                sdf: SDFBuffers, mm: MMBuffers):  # fmt: skip
-    f, d, n = other_dist(o, to, Xo, so, p, rng, geo, sdf, mm)
+def dist_or_big(sd: Side, p: wp.vec3, rng: float):
+    f, d, n = other_dist(sd, p, rng)
     if f == 0:
         return _BIG
     return d
 
 
 @wp.func
-def edge_min(p0: wp.vec3, p1: wp.vec3, o: int, to: int, Xo: wp.transform, so: wp.vec3, rng: float,
-             geo: GeoBuffers, sdf: SDFBuffers, mm: MMBuffers):  # fmt: skip
-    """Edge contacts from the other shape's distance ``d(t)`` along segment p0 p1 (within ``rng``).
+def edge_min(sd: Side, p0: wp.vec3, p1: wp.vec3, rng: float):
+    """Edge contacts from the other shape's distance ``d(t)`` along segment p0 p1 (other-local
+    frame, within ``rng``).
 
-    A single-sample minimum strictly inside the edge and below both endpoint values gives one
-    contact at the golden-section minimum. A plateau (several samples within ``tol`` of the
-    minimum: an edge lying on a face) gives a contact at each plateau end strictly inside the
-    edge (bisection), e.g. where the edge crosses the other shape's boundary edge: the corners of
-    the support polygon. Returns (found0, point0, d0, normal0, found1, point1, d1, normal1)."""
+    The end values first: ``d`` is 1-Lipschitz, so an end beyond ``rng + L`` or
+    ``(d0 + d1 - L) / 2 > rng`` proves the whole edge out of range, and an end deeper than ``L``
+    the whole edge inside (its vertices carry it). A single-sample minimum strictly inside the edge
+    and below both endpoint values gives one contact at the golden-section minimum. A plateau
+    (several samples within ``tol`` of the minimum: an edge lying on a face) gives a contact at
+    each plateau end strictly inside the edge (bisection), e.g. where the edge crosses the other
+    shape's boundary edge: the corners of the support polygon.
+    Returns (found0, point0, d0, normal0, found1, point1, d1, normal1)."""
     z = wp.vec3(0.0)
     e = p1 - p0
     L = wp.length(e)
     if L < 1.0e-9:
         return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
-    fm, dmid, nm = other_dist(o, to, Xo, so, p0 + 0.5 * e, rng + 0.5 * L, geo, sdf, mm)
-    if fm == 0 or dmid < -0.5 * L:
-        # beyond range along the whole edge, or the whole edge inside (its vertices carry it)
-        return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
     big_rng = rng + L
+    fe0, de0, ne0 = other_dist(sd, p0, big_rng)
+    if fe0 == 0 or de0 < -L:
+        return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
+    fe1, de1, ne1 = other_dist(sd, p1, big_rng)
+    if fe1 == 0 or de1 < -L or 0.5 * (de0 + de1 - L) > rng:
+        return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
     # slope test at the ends: an interior minimum needs d decreasing at p0 and increasing at p1; a
     # plateau (edge lying on a face) has both slopes ~0. Otherwise the minimum is at an end vertex,
     # which its own vertex feature reports: skip the sampling (most edges of a contact patch)
-    fe0, de0, ne0 = other_dist(o, to, Xo, so, p0, big_rng, geo, sdf, mm)
-    fe1, de1, ne1 = other_dist(o, to, Xo, so, p1, big_rng, geo, sdf, mm)
-    if fe0 != 0 and fe1 != 0:
-        s0 = wp.dot(ne0, e)
-        s1 = wp.dot(ne1, e)
-        flat = 1.0e-3 * L
-        if s0 > flat or s1 < -flat:
-            return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
+    s0 = wp.dot(ne0, e)
+    s1 = wp.dot(ne1, e)
+    flat = 1.0e-3 * L
+    if s0 > flat or s1 < -flat:
+        return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
     h = 1.0 / float(EDGE_SAMPLES)
     S = wp.vector(dtype=float, length=9)
+    S[0] = de0
+    S[EDGE_SAMPLES] = de1
     best_k = int(0)
-    for k in range(EDGE_SAMPLES + 1):
-        S[k] = dist_or_big(o, to, Xo, so, p0 + (float(k) * h) * e, big_rng, geo, sdf, mm)
+    for k in range(1, EDGE_SAMPLES):
+        S[k] = dist_or_big(sd, p0 + (float(k) * h) * e, big_rng)
         if S[k] < S[best_k]:
             best_k = k
+    if S[EDGE_SAMPLES] < S[best_k]:
+        best_k = EDGE_SAMPLES
     best = S[best_k]
     if best >= _BIG or best > rng:
         return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
@@ -281,7 +529,7 @@ def edge_min(p0: wp.vec3, p1: wp.vec3, o: int, to: int, Xo: wp.transform, so: wp
             tout = float(k_lo - 1) * h
             for it in range(GOLDEN_STEPS):
                 tm = 0.5 * (tin + tout)
-                if dist_or_big(o, to, Xo, so, p0 + tm * e, big_rng, geo, sdf, mm) <= best + tol:
+                if dist_or_big(sd, p0 + tm * e, big_rng) <= best + tol:
                     tin = tm
                 else:
                     tout = tm
@@ -292,14 +540,16 @@ def edge_min(p0: wp.vec3, p1: wp.vec3, o: int, to: int, Xo: wp.transform, so: wp
             tout = float(k_hi + 1) * h
             for it in range(GOLDEN_STEPS):
                 tm = 0.5 * (tin + tout)
-                if dist_or_big(o, to, Xo, so, p0 + tm * e, big_rng, geo, sdf, mm) <= best + tol:
+                if dist_or_big(sd, p0 + tm * e, big_rng) <= best + tol:
                     tin = tm
                 else:
                     tout = tm
             q1 = p0 + tin * e
             found1 = 1
+        if found0 == 0 and found1 == 0:
+            return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
         # the plateau's distance and normal (the face the edge lies on), at the plateau ends
-        fb, db, nb = other_dist(o, to, Xo, so, p0 + (float(best_k) * h) * e, big_rng, geo, sdf, mm)
+        fb, db, nb = other_dist(sd, p0 + (float(best_k) * h) * e, big_rng)
         if fb == 0:
             return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
         return found0, q0, db, nb, found1, q1, db, nb
@@ -310,28 +560,28 @@ def edge_min(p0: wp.vec3, p1: wp.vec3, o: int, to: int, Xo: wp.transform, so: wp
     gr = 0.6180339887
     x1 = hi - gr * (hi - lo)
     x2 = lo + gr * (hi - lo)
-    f1 = dist_or_big(o, to, Xo, so, p0 + x1 * e, big_rng, geo, sdf, mm)
-    f2 = dist_or_big(o, to, Xo, so, p0 + x2 * e, big_rng, geo, sdf, mm)
+    f1 = dist_or_big(sd, p0 + x1 * e, big_rng)
+    f2 = dist_or_big(sd, p0 + x2 * e, big_rng)
     for it in range(GOLDEN_STEPS):
         if f1 <= f2:
             hi = x2
             x2 = x1
             f2 = f1
             x1 = hi - gr * (hi - lo)
-            f1 = dist_or_big(o, to, Xo, so, p0 + x1 * e, big_rng, geo, sdf, mm)
+            f1 = dist_or_big(sd, p0 + x1 * e, big_rng)
         else:
             lo = x1
             x1 = x2
             f1 = f2
             x2 = lo + gr * (hi - lo)
-            f2 = dist_or_big(o, to, Xo, so, p0 + x2 * e, big_rng, geo, sdf, mm)
+            f2 = dist_or_big(sd, p0 + x2 * e, big_rng)
     t = x1
     if f2 < f1:
         t = x2
     if best < wp.min(f1, f2):
         t = float(best_k) * h
     p = p0 + t * e
-    f, d, n = other_dist(o, to, Xo, so, p, big_rng, geo, sdf, mm)
+    f, d, n = other_dist(sd, p, big_rng)
     if f == 0 or d > rng or d >= wp.min(S[0], S[EDGE_SAMPLES]) - 1.0e-6 - 1.0e-5 * L:
         return int(0), p0, float(0.0), z, int(0), p0, float(0.0), z
     return int(1), p, d, n, int(0), p0, float(0.0), z
@@ -341,65 +591,79 @@ def edge_min(p0: wp.vec3, p1: wp.vec3, o: int, to: int, Xo: wp.transform, so: wp
 
 
 @wp.func
-def mesh_vertex_world(geo: GeoBuffers, s: int, X: wp.transform, sc: wp.vec3, k: int):
-    mesh = wp.mesh_get(geo.mesh_id[s])
-    return wp.transform_point(X, wp.cw_mul(mesh.points[k], sc))
+def in_box(lp: wp.vec3, lo: wp.vec3, hi: wp.vec3):
+    return lp[0] >= lo[0] and lp[1] >= lo[1] and lp[2] >= lo[2] and lp[0] <= hi[0] and lp[1] <= hi[1] and (
+        lp[2] <= hi[2])
 
 
 @wp.func
-def mesh_vertex_count(geo: GeoBuffers, s: int):
-    return wp.mesh_get(geo.mesh_id[s]).points.shape[0]
+def src_vertex(sd: Side, pts: wp.array(dtype=wp.vec3), k: int):
+    """Source MESH vertex ``k`` in the other shape's local frame."""
+    return wp.transform_point(sd.Xso, wp.cw_mul(pts[k], sd.ss))
 
 
 @wp.func(inline=False)
-def mm_feature(kind: int, idx: int, a: int, b: int, ta: int, tb: int, XA: wp.transform, sA: wp.vec3,
-               XB: wp.transform, sB: wp.vec3, limit: float, geo: GeoBuffers, sdf: SDFBuffers, mm: MMBuffers):  # fmt: skip
-    """Contacts of feature (kind, idx) (see the module docstring): (ok, pa, pb, n) for end 0 and
-    for end 1 (edge plateaus only)."""
-    side = kind // 2
-    s = a
-    ts = ta
-    Xs = XA
-    ss = sA
-    o = b
-    to = tb
-    Xo = XB
-    so = sB
-    if side == 1:
-        s = b
-        ts = tb
-        Xs = XB
-        ss = sB
-        o = a
-        to = ta
-        Xo = XA
-        so = sA
+def mm_feature(sd: Side, kl: int, idx: int, limit: float):
+    """Contacts of the source feature (``kl`` 0: vertex / grid point, 1: edge; see the module
+    docstring): (ok, pa, pb, n) in world coordinates for end 0 and for end 1 (edge plateaus only).
+
+    A MESH feature against a MESH is first culled against the other's scaled local bounds grown
+    by the detection ``limit`` (a vertex by its point, an edge by its segment box)."""
     found = int(0)
     d = float(0.0)
-    nw = wp.vec3(0.0)
+    nl = wp.vec3(0.0)
     p = wp.vec3(0.0)
     found1 = int(0)
     d1 = float(0.0)
-    nw1 = wp.vec3(0.0)
+    nl1 = wp.vec3(0.0)
     p1 = wp.vec3(0.0)
-    if (kind & 1) == 0:
-        if ts == HFIELD:
-            ncol = int(geo.hf_dims[s][1])
+    z = wp.vec3(0.0)
+    glo = sd.olo - wp.vec3(limit)
+    ghi = sd.ohi + wp.vec3(limit)
+    cull = sd.ts == MESH and sd.to == MESH
+    if kl == 0:
+        if sd.ts == HFIELD:
+            ncol = int(sd.hs_dims[1])
             i = idx // ncol
-            p = wp.transform_point(Xs, hf_point(geo, s, ss, i, idx - i * ncol))
+            p = wp.transform_point(sd.Xso, hfp(sd.hf, sd.hs_base, sd.hs_dims, sd.ss, i, idx - i * ncol))
         else:
-            p = mesh_vertex_world(geo, s, Xs, ss, idx)
-        found, d, nw = other_dist(o, to, Xo, so, p, limit, geo, sdf, mm)
+            p = src_vertex(sd, wp.mesh_get(sd.smesh).points, idx)
+            if cull and not in_box(p, glo, ghi):
+                return int(0), z, z, z, int(0), z, z, z
+        found, d, nl = other_dist(sd, p, limit)
+        if found != 0 and sd.ts == MESH and sd.to == MESH and d <= 1.0e-6:
+            # a vertex inside / on the other mesh whose distance normal does not oppose its own
+            # outward normal (e.g. a box corner lying on the other box's side face): take the
+            # closest face that does (the top face under a stacked box's corner)
+            nv = wp.quat_rotate(wp.transform_get_rotation(sd.Xso), wp.cw_div(sd.vnorm[sd.vstart + idx], sd.ss))
+            if wp.dot(nl, nv) > -1.0e-3 * wp.length(nv):
+                fo, do, no = mesh_opposed(sd, p, nv, 0.1 * sd.odiag)
+                if fo != 0:
+                    d = do
+                    nl = no
+                    if sd.osdf != 0:
+                        d = d - sd.smargin
     else:
-        ev = mm.edges[mm.estart[s] + idx]
-        e0 = mesh_vertex_world(geo, s, Xs, ss, ev[0])
-        e1 = mesh_vertex_world(geo, s, Xs, ss, ev[1])
-        found, p, d, nw, found1, p1, d1, nw1 = edge_min(e0, e1, o, to, Xo, so, limit, geo, sdf, mm)
-    q = p - d * nw
-    q1 = p1 - d1 * nw1
-    if side == 0:
-        return found, p, q, -nw, found1, p1, q1, -nw1
-    return found, q, p, nw, found1, q1, p1, nw1
+        mesh = wp.mesh_get(sd.smesh)
+        ev = sd.edges[sd.estart + idx]
+        e0 = src_vertex(sd, mesh.points, ev[0])
+        e1 = src_vertex(sd, mesh.points, ev[1])
+        if cull and not (in_box(wp.max(e0, e1), glo, wp.vec3(1.0e30)) and in_box(wp.min(e0, e1), wp.vec3(-1.0e30),
+                                                                                  ghi)):  # fmt: skip
+            return int(0), z, z, z, int(0), z, z, z
+        found, p, d, nl, found1, p1, d1, nl1 = edge_min(sd, e0, e1, limit)
+    if found == 0 and found1 == 0:
+        return int(0), z, z, z, int(0), z, z, z
+    q = wp.transform_point(sd.Xo, p - d * nl)
+    q1 = wp.transform_point(sd.Xo, p1 - d1 * nl1)
+    pw = wp.transform_point(sd.Xo, p)
+    pw1 = wp.transform_point(sd.Xo, p1)
+    rot = wp.transform_get_rotation(sd.Xo)
+    nw = wp.quat_rotate(rot, nl)
+    nw1 = wp.quat_rotate(rot, nl1)
+    if sd.side == 0:
+        return found, pw, q, -nw, found1, pw1, q1, -nw1
+    return found, q, pw, nw, found1, q1, pw1, nw1
 
 
 @wp.func
@@ -476,67 +740,29 @@ def hf_grid_range(geo: GeoBuffers, mm: MMBuffers, h: int, XH: wp.transform, sH: 
 
 
 @wp.func
-def feature_counts(geo: GeoBuffers, mm: MMBuffers, a: int, b: int, ta: int, tb: int, XA: wp.transform,
-                   sA: wp.vec3, XB: wp.transform, sB: wp.vec3, limit: float):  # fmt: skip
-    """Per kind (vertices of A, edges of A, vertices of B, edges of B) feature counts and the
-    heightfield grid window (i0, j0, nj)."""
-    c = wp.vec4i(0, 0, 0, 0)
-    win = wp.vec3i(0, 0, 1)
-    if ta == MESH:
-        c[0] = mesh_vertex_count(geo, a)
-        c[1] = mm.ecount[a]
-    if ta == HFIELD:
-        i0, i1, j0, j1 = hf_grid_range(geo, mm, a, XA, sA, b, XB, sB, limit)
-        if i1 >= i0 and j1 >= j0:
-            c[0] = (i1 - i0 + 1) * (j1 - j0 + 1)
-            win = wp.vec3i(i0, j0, j1 - j0 + 1)
-    if tb == MESH:
-        c[2] = mesh_vertex_count(geo, b)
-        c[3] = mm.ecount[b]
-    return c, win
-
-
-@wp.func
-def in_box(lp: wp.vec3, lo: wp.vec3, hi: wp.vec3):
-    return lp[0] >= lo[0] and lp[1] >= lo[1] and lp[2] >= lo[2] and lp[0] <= hi[0] and lp[1] <= hi[1] and (
-        lp[2] <= hi[2])
-
-
-@wp.func
-def feature_near_other(kind: int, idx: int, a: int, b: int, ta: int, tb: int, X_BA: wp.transform, sA: wp.vec3,
-                       X_AB: wp.transform, sB: wp.vec3, limit: float, geo: GeoBuffers, mm: MMBuffers):  # fmt: skip
-    """Cheap cull before any distance query: a MESH feature (vertex, or edge by its segment box)
-    must reach the other MESH's scaled local bounds grown by the detection ``limit``
-    (heightfield features and features against heightfields are not culled here). ``X_BA`` maps
-    A's local frame into B's, ``X_AB`` the reverse."""
-    s = a
-    ts = ta
-    X_os = X_BA
-    ss = sA
-    o = b
-    to = tb
-    so = sB
-    if kind >= 2:
-        s = b
-        ts = tb
-        X_os = X_AB
-        ss = sB
-        o = a
-        to = ta
-        so = sA
-    if ts != MESH or to != MESH:
-        return True
-    l0 = wp.cw_mul(mm.blo[o], so)
-    h0 = wp.cw_mul(mm.bhi[o], so)
-    lo = wp.min(l0, h0) - wp.vec3(limit)
-    hi = wp.max(l0, h0) + wp.vec3(limit)
-    mesh = wp.mesh_get(geo.mesh_id[s])
-    if (kind & 1) == 0:
-        return in_box(wp.transform_point(X_os, wp.cw_mul(mesh.points[idx], ss)), lo, hi)
-    ev = mm.edges[mm.estart[s] + idx]
-    q0 = wp.transform_point(X_os, wp.cw_mul(mesh.points[ev[0]], ss))
-    q1 = wp.transform_point(X_os, wp.cw_mul(mesh.points[ev[1]], ss))
-    return in_box(wp.max(q0, q1), lo, wp.vec3(1.0e30)) and in_box(wp.min(q0, q1), wp.vec3(-1.0e30), hi)
+def src_query_box(sd: Side, limit: float):
+    """The other shape's scaled local bounds grown by ``limit``, as a box in the source MESH's
+    unscaled local frame (the frame of its BVH); everything when the other shape is no MESH."""
+    if sd.to != MESH:
+        return wp.vec3(-1.0e30), wp.vec3(1.0e30)
+    Xos = wp.transform_inverse(sd.Xso)
+    glo = sd.olo - wp.vec3(limit)
+    ghi = sd.ohi + wp.vec3(limit)
+    lo = wp.vec3(1.0e30)
+    hi = wp.vec3(-1.0e30)
+    for k in range(8):
+        c = glo
+        if (k & 1) != 0:
+            c[0] = ghi[0]
+        if (k & 2) != 0:
+            c[1] = ghi[1]
+        if (k & 4) != 0:
+            c[2] = ghi[2]
+        w = wp.cw_div(wp.transform_point(Xos, c), sd.ss)
+        lo = wp.min(lo, w)
+        hi = wp.max(hi, w)
+    pad = wp.vec3(1.0e-6 * wp.length(hi - lo) + 1.0e-9)
+    return lo - pad, hi + pad
 
 
 # ------------------------------------------------------------------------------------ reduction
@@ -549,22 +775,43 @@ def score_key(score: float, sub: int):
 
 
 @wp.func
-def reduce_insert(mm: MMBuffers, blk: int, pa: wp.vec3, n: wp.vec3, d: float, sub: int):
+def reduce_insert(keys: wp.array(dtype=wp.int64), bin_n: wp.array(dtype=wp.vec3), bin_u: wp.array(dtype=wp.vec3),
+                  blk: int, pa: wp.vec3, n: wp.vec3, d: float, sub: int):  # fmt: skip
     best = int(0)
-    bd = wp.dot(n, mm.bin_n[0])
+    bd = wp.dot(n, bin_n[0])
     for k in range(1, MM_BINS_C):
-        x = wp.dot(n, mm.bin_n[k])
+        x = wp.dot(n, bin_n[k])
         if x > bd:
             bd = x
             best = k
     base = blk * MM_SLOTS_C + best * MM_SPB_C
-    wp.atomic_max(mm.keys, base, score_key(-d, sub))
-    u = mm.bin_u[best]
-    v = mm.bin_v[best]
+    wp.atomic_max(keys, base, score_key(-d, sub))
     for j in range(MM_SPB_C - 1):
-        ang = float(j) * (2.0 * wp.pi / float(MM_SPB_C - 1))
-        dirn = wp.cos(ang) * u + wp.sin(ang) * v
-        wp.atomic_max(mm.keys, base + 1 + j, score_key(wp.dot(pa, dirn), sub))
+        wp.atomic_max(keys, base + 1 + j, score_key(wp.dot(pa, bin_u[best * (MM_SPB_C - 1) + j]), sub))
+
+
+@wp.func
+def emit_feature(ctx: PairCtx, out: ContactOut, mm: MMBuffers, blk: int, sd: Side, kl: int, idx: int, limit: float):
+    """Contacts of one source feature: admitted ones go to the pair's reduction slots (or out)."""
+    ok0, pa0, pb0, n0, ok1, pa1, pb1, n1 = mm_feature(sd, kl, idx, limit)
+    for end in range(2):
+        ok = ok0
+        pa = pa0
+        pb = pb0
+        n = n0
+        if end == 1:
+            ok = ok1
+            pa = pa1
+            pb = pb1
+            n = n1
+        if ok != 0:
+            d, adm = admit(ctx, pa, pb, n, 0.0, 0.0)
+            if adm:
+                sub = 8 * idx + 2 * (2 * sd.side + kl) + end
+                if mm.keys.shape[0] > 0:
+                    reduce_insert(mm.keys, mm.bin_n, mm.bin_u, blk, pa, n, d, sub)
+                else:
+                    write_contact(ctx, out, pa, pb, n, 0.0, 0.0, sub)
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -621,44 +868,70 @@ def mm_feature_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dtyp
     XB = shape_X[b]
     sA = shape_scale[a]
     sB = shape_scale[b]
-    cnt, win = feature_counts(geo, mm, a, b, ta, tb, XA, sA, XB, sB, limit)
-    total = cnt[0] + cnt[1] + cnt[2] + cnt[3]
-    reduce = mm.keys.shape[0] > 0
-    X_BA = wp.transform_inverse(XB) * XA
-    X_AB = wp.transform_inverse(XA) * XB
-    f = lane
-    while f < total:
-        kind = int(0)
-        idx = f
-        while kind < 3 and idx >= cnt[kind]:
-            idx -= cnt[kind]
-            kind += 1
-        f += threads
-        if kind == 0 and ta == HFIELD:
-            r = idx / win[2]
-            idx = (win[0] + r) * int(geo.hf_dims[a][1]) + win[1] + idx - r * win[2]
-        if not feature_near_other(kind, idx, a, b, ta, tb, X_BA, sA, X_AB, sB, limit, geo, mm):
-            continue
-        ok0, pa0, pb0, n0, ok1, pa1, pb1, n1 = mm_feature(kind, idx, a, b, ta, tb, XA, sA, XB, sB, limit, geo,
-                                                          sdf, mm)  # fmt: skip
-        for end in range(2):
-            ok = ok0
-            pa = pa0
-            pb = pb0
-            n = n0
-            if end == 1:
-                ok = ok1
-                pa = pa1
-                pb = pb1
-                n = n1
-            if ok != 0:
-                d, adm = admit(ctx, pa, pb, n, 0.0, 0.0)
-                if adm:
-                    sub = 8 * idx + 2 * kind + end
-                    if reduce:
-                        reduce_insert(mm, blk, pa, n, d, sub)
-                    else:
-                        write_contact(ctx, out, pa, pb, n, 0.0, 0.0, sub)
+    for side in range(2):
+        sd = make_side(side, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)
+        if sd.ts == HFIELD:
+            # heightfield grid points under the mesh's box
+            i0, i1, j0, j1 = hf_grid_range(geo, mm, a, XA, sA, b, XB, sB, limit)
+            if side == 1:
+                i0, i1, j0, j1 = hf_grid_range(geo, mm, b, XB, sB, a, XA, sA, limit)
+            if i1 >= i0 and j1 >= j0:
+                nj = j1 - j0 + 1
+                ncol = int(sd.hs_dims[1])
+                f = lane
+                while f < (i1 - i0 + 1) * nj:
+                    r = f / nj
+                    emit_feature(ctx, out, mm, blk, sd, 0, (i0 + r) * ncol + j0 + f - r * nj, limit)
+                    f += threads
+        elif sd.ts == MESH:
+            # the source triangles overlapping the other shape's grown box (own BVH, unscaled
+            # frame), cut into `threads` slabs along its longest axis: each lane queries its slab
+            # and takes the triangles whose lowest point along the axis (clamped to the box) falls
+            # in it, so each triangle is taken once; it emits the vertices and edges it owns
+            lo, hi = src_query_box(sd, limit)
+            lo = wp.max(lo, mm.blo[sd.s])
+            hi = wp.min(hi, mm.bhi[sd.s])
+            if lo[0] <= hi[0] and lo[1] <= hi[1] and lo[2] <= hi[2]:
+                ext = hi - lo
+                ax = int(0)
+                if ext[1] > ext[ax]:
+                    ax = 1
+                if ext[2] > ext[ax]:
+                    ax = 2
+                w = ext[ax] / float(threads)
+                slo = lo
+                shi = hi
+                slo[ax] = lo[ax] + float(lane) * w - 1.0e-3 * w
+                if lane < threads - 1:
+                    shi[ax] = lo[ax] + float(lane + 1) * w + 1.0e-3 * w
+                mesh = wp.mesh_get(sd.smesh)
+                q = wp.mesh_query_aabb(sd.smesh, slo, shi)
+                t = int(0)
+                tb0 = mm.tstart[sd.s]
+                while wp.mesh_query_aabb_next(q, t):
+                    tmin = wp.min(mesh.points[mesh.indices[3 * t]][ax], wp.min(mesh.points[mesh.indices[3 * t + 1]][ax],
+                                                                             mesh.points[mesh.indices[3 * t + 2]][ax]))  # fmt: skip
+                    own = threads - 1
+                    if w > 0.0:
+                        own = wp.min(int((wp.max(tmin, lo[ax]) - lo[ax]) / w), threads - 1)
+                    if own != lane:
+                        continue
+                    ov = mm.tri_v[tb0 + t]
+                    oe = mm.tri_e[tb0 + t]
+                    for j in range(6):
+                        kl = j / 3
+                        idx = ov[j % 3]
+                        if kl == 1:
+                            idx = oe[j - 3]
+                        if idx >= 0:
+                            emit_feature(ctx, out, mm, blk, sd, kl, idx, limit)
+            # features owned by no triangle (isolated vertices, edges not on a triangle)
+            o0 = mm.ostart[sd.s]
+            f = lane
+            while f < mm.ocount[sd.s]:
+                ft = mm.orph[o0 + f]
+                emit_feature(ctx, out, mm, blk, sd, ft[0], ft[1], limit)
+                f += threads
 
 
 @wp.kernel
@@ -682,6 +955,8 @@ def mm_finalize_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dty
     sA = shape_scale[a]
     sB = shape_scale[b]
     base = blk * MM_SLOTS_C
+    sd0 = make_side(0, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)
+    sd1 = make_side(1, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)
     for s in range(MM_SLOTS_C):
         key = mm.keys[base + s]
         if key < wp.int64(0):
@@ -697,8 +972,18 @@ def mm_finalize_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dty
         if dup:
             continue
         kind = (sub >> 1) & 3
-        idx = sub >> 3
-        ok, pa, pb, n, ok1, pa1, pb1, n1 = mm_feature(kind, idx, a, b, ta, tb, XA, sA, XB, sB, limit, geo, sdf, mm)
+        ok = int(0)
+        pa = wp.vec3(0.0)
+        pb = wp.vec3(0.0)
+        n = wp.vec3(0.0)
+        ok1 = int(0)
+        pa1 = wp.vec3(0.0)
+        pb1 = wp.vec3(0.0)
+        n1 = wp.vec3(0.0)
+        if kind < 2:
+            ok, pa, pb, n, ok1, pa1, pb1, n1 = mm_feature(sd0, kind & 1, sub >> 3, limit)
+        else:
+            ok, pa, pb, n, ok1, pa1, pb1, n1 = mm_feature(sd1, kind & 1, sub >> 3, limit)
         if (sub & 1) != 0:
             ok = ok1
             pa = pa1
@@ -709,7 +994,6 @@ def mm_finalize_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dty
 
 
 # ------------------------------------------------------------------------------------ host side
-
 
 def _icosahedron_face_normals() -> np.ndarray:
     p = (1.0 + 5.0**0.5) / 2.0
@@ -745,6 +1029,75 @@ def mesh_edges(src) -> np.ndarray:
     t0, t1 = tri[start[two]], tri[start[two] + 1]
     keep[two] = np.einsum("ij,ij->i", nt[t0], nt[t1]) < FLAT_EDGE_COS
     return uniq[keep].astype(np.int32)
+
+
+def feature_ownership(src, edges: np.ndarray):
+    """Per triangle, the features it *owns* (its lowest-index adjacent triangle): ``tri_v``
+    ``(T, 3)`` vertex indices and ``tri_e`` ``(T, 3)`` indices into ``edges`` (-1: not owned),
+    plus the features owned by no triangle, ``(K, 2)`` rows ``(0 vertex / 1 edge, index)``.
+    Every feature is owned exactly once, so a triangle query visits each feature once."""
+    v = np.asarray(src.vertices, np.float64).reshape(-1, 3)
+    f = np.asarray(src.indices, np.int64).reshape(-1, 3)
+    nv, nt = len(v), len(f)
+    tri_v = np.full((max(nt, 1), 3), -1, np.int32)
+    tri_e = np.full((max(nt, 1), 3), -1, np.int32)
+    if nt:
+        owner = np.full(nv, nt, np.int64)
+        np.minimum.at(owner, f.reshape(-1), np.repeat(np.arange(nt), 3))
+        for k in range(3):
+            own = owner[f[:, k]] == np.arange(nt)
+            for j in range(k):  # a vertex repeated in a degenerate triangle: once
+                own &= f[:, k] != f[:, j]
+            tri_v[:nt, k] = np.where(own, f[:, k], -1)
+    orph = [(0, int(i)) for i in np.nonzero(np.bincount(f.reshape(-1), minlength=nv) == 0)[0]] if nv else []
+    if len(edges):
+        # triangle sides (t, k): side k joins corners k and k + 1; the lowest t per undirected edge
+        ks = np.sort(np.stack([f, np.roll(f, -1, axis=1)], -1).reshape(-1, 2), axis=1) if nt else np.zeros((0, 2))
+        side_id = np.arange(len(ks))
+        key_s = ks[:, 0] * (nv + 1) + ks[:, 1]
+        order = np.lexsort((side_id, key_s))
+        key_s, side_id = key_s[order], side_id[order]
+        first = np.ones(len(key_s), bool)
+        first[1:] = key_s[1:] != key_s[:-1]
+        key_s, side_id = key_s[first], side_id[first]
+        ee = np.sort(np.asarray(edges, np.int64).reshape(-1, 2), axis=1)
+        key_e = ee[:, 0] * (nv + 1) + ee[:, 1]
+        pos = np.searchsorted(key_s, key_e)
+        hit = (pos < len(key_s)) & (key_s[np.minimum(pos, max(len(key_s) - 1, 0))] == key_e) if len(key_s) else (
+            np.zeros(len(ee), bool))  # fmt: skip
+        for i in range(len(ee)):
+            if hit[i]:
+                sid = int(side_id[pos[i]])
+                t, k = sid // 3, sid % 3
+                if tri_e[t, k] < 0:
+                    tri_e[t, k] = i
+                    continue
+            orph.append((1, i))
+    return tri_v, tri_e, np.asarray(orph, np.int32).reshape(-1, 2)
+
+
+def vertex_normals(src) -> np.ndarray:
+    """Per vertex outward normal ``(V, 3)``: the angle-weighted sum of the adjacent face normals,
+    vertices at the same position welded (a box with split corners still gets the corner
+    diagonal)."""
+    v = np.asarray(src.vertices, np.float64).reshape(-1, 3)
+    f = np.asarray(src.indices, np.int64).reshape(-1, 3)
+    out = np.zeros((max(len(v), 1), 3), np.float64)
+    if not len(f) or not len(v):
+        return out.astype(np.float32)
+    nt = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+    nt /= np.maximum(np.linalg.norm(nt, axis=1, keepdims=True), 1e-30)
+    _, weld = np.unique(v, axis=0, return_inverse=True)
+    weld = weld.reshape(-1)
+    acc = np.zeros((weld.max() + 1, 3))
+    for k in range(3):
+        e1 = v[f[:, (k + 1) % 3]] - v[f[:, k]]
+        e2 = v[f[:, (k + 2) % 3]] - v[f[:, k]]
+        c = np.einsum("ij,ij->i", e1, e2) / np.maximum(np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1), 1e-30)
+        np.add.at(acc, weld[f[:, k]], nt * np.arccos(np.clip(c, -1.0, 1.0))[:, None])
+    acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-30)
+    out[: len(v)] = acc[weld]
+    return out.astype(np.float32)
 
 
 #: route primitives carrying an SDF against meshes through the mesh's vertices / edges vs the SDF.
@@ -802,17 +1155,32 @@ class MeshMeshRoute:
         blo = np.zeros((m, 3), np.float32)
         bhi = np.zeros((m, 3), np.float32)
         band = np.full(m, -1.0e30, np.float32)
+        tstart = np.zeros(m, np.int32)
+        ostart = np.zeros(m, np.int32)
+        ocount = np.zeros(m, np.int32)
+        vstart = np.zeros(m, np.int32)
         chunks, total, seen = [], 0, {}
+        tv_chunks, te_chunks, o_chunks, n_chunks = [], [], [], []
+        ttotal = ototal = ntotal = 0
         for s in range(n):
             src = model.shape_source[s] if s < len(model.shape_source) else None
             if int(types[s]) == int(GeoType.MESH):
                 key = id(src)
                 if key not in seen:
                     e = mesh_edges(src)
-                    seen[key] = (total, len(e))
+                    tv, te, orph = feature_ownership(src, e)
+                    vn = vertex_normals(src)
+                    seen[key] = (total, len(e), ttotal, ototal, len(orph), ntotal)
                     chunks.append(e)
+                    tv_chunks.append(tv)
+                    te_chunks.append(te)
+                    o_chunks.append(orph)
+                    n_chunks.append(vn)
                     total += len(e)
-                estart[s], ecount[s] = seen[key]
+                    ttotal += len(tv)
+                    ototal += len(orph)
+                    ntotal += len(vn)
+                estart[s], ecount[s], tstart[s], ostart[s], ocount[s], vstart[s] = seen[key]
                 v = np.asarray(src.vertices, np.float32).reshape(-1, 3)
                 if len(v):
                     blo[s], bhi[s] = v.min(0), v.max(0)
@@ -835,10 +1203,25 @@ class MeshMeshRoute:
             b.blo = wp.array(blo, dtype=wp.vec3)
             b.bhi = wp.array(bhi, dtype=wp.vec3)
             b.band_in = wp.array(band, dtype=float)
+
+            def cat(parts, shape, dt):
+                parts = [x for x in parts if len(x)]
+                return wp.array(np.concatenate(parts) if parts else np.full(shape, -1, np.int32), dtype=dt)
+
+            b.tri_v = cat(tv_chunks, (1, 3), wp.vec3i)
+            b.tri_e = cat(te_chunks, (1, 3), wp.vec3i)
+            b.tstart = wp.array(tstart, dtype=int)
+            b.orph = cat(o_chunks, (1, 2), wp.vec2i)
+            b.ostart = wp.array(ostart, dtype=int)
+            b.ocount = wp.array(ocount, dtype=int)
+            b.vnorm = wp.array(np.concatenate(n_chunks) if n_chunks else np.zeros((1, 3), np.float32), dtype=wp.vec3)
+            b.vstart = wp.array(vstart, dtype=int)
             b.prim_sdf = wp.array(np.asarray(prim, np.int32).reshape(-1)[:m], dtype=int)
             b.bin_n = wp.array(bn.astype(np.float32), dtype=wp.vec3)
-            b.bin_u = wp.array(bu.astype(np.float32), dtype=wp.vec3)
-            b.bin_v = wp.array(bv.astype(np.float32), dtype=wp.vec3)
+            ang = np.arange(MM_DIRS, dtype=np.float32) * np.float32(2.0 * np.pi / MM_DIRS)
+            dirs = (np.cos(ang)[None, :, None] * bu.astype(np.float32)[:, None, :]
+                    + np.sin(ang)[None, :, None] * bv.astype(np.float32)[:, None, :])  # fmt: skip
+            b.bin_u = wp.array(dirs.reshape(-1, 3).astype(np.float32), dtype=wp.vec3)
             b.pairs = wp.zeros(self.blocks, dtype=wp.vec2i)
             b.count = wp.zeros(1, dtype=int)
             b.keys = wp.zeros(self.blocks * MM_SLOTS if self.reduce else 0, dtype=wp.int64)

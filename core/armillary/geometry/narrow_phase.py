@@ -129,6 +129,8 @@ REDUCE_DIRS = wp.constant(6)
 #: contacts kept at most per reduced pair: the deepest + one extremal point per direction
 REDUCE_KEEP = 1 + 6
 REDUCE_KEEP_C = wp.constant(REDUCE_KEEP)
+#: two reduced contacts of one pair closer than this (squared, m^2) on both shapes are one contact
+REDUCE_MERGE_SQ = wp.constant(1.0e-12)
 
 
 def convex_mesh_buffers(model):
@@ -282,9 +284,17 @@ def reduce_end(ctx: PairCtx, out: ContactOut):
             m = reduce_compact(out, blk)  # also merges duplicates (shared vertices / edges)
         base = blk * REDUCE_SLOTS_C
         for i in range(m):
-            r = out.red_r[base + i]
-            write_contact(ctx, out, out.red_pa[base + i], out.red_pb[base + i], out.red_n[base + i], r[0], r[1],
-                          out.red_sub[base + i])
+            # the same contact found through two triangles sharing a vertex or an edge (tiny
+            # round-off apart) is written once: a duplicate would double that point's weight
+            dup = int(0)
+            for j in range(i):
+                if wp.length_sq(out.red_pa[base + i] - out.red_pa[base + j]) < REDUCE_MERGE_SQ and wp.length_sq(
+                        out.red_pb[base + i] - out.red_pb[base + j]) < REDUCE_MERGE_SQ:  # fmt: skip
+                    dup = 1
+            if dup == 0:
+                r = out.red_r[base + i]
+                write_contact(ctx, out, out.red_pa[base + i], out.red_pb[base + i], out.red_n[base + i], r[0], r[1],
+                              out.red_sub[base + i])
 
 
 @wp.func
@@ -717,6 +727,48 @@ def shape_body_xform(body: int, body_q: wp.array(dtype=wp.transform)):
     return wp.transform_identity()
 
 
+@wp.func
+def pair_ctx(a: int, b: int, shape_body: wp.array(dtype=int), shape_margin: wp.array(dtype=float),
+             shape_gap: wp.array(dtype=float), body_q: wp.array(dtype=wp.transform),
+             body_qd: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3), spec: int, dt: float,
+             emax: float):  # fmt: skip
+    """The :class:`PairCtx` of the ordered shape pair (a, b) and its detection limit [m] (pair gap,
+    or the speculative extension when larger, plus both margins)."""
+    ctx = PairCtx()
+    ctx.a = a
+    ctx.b = b
+    ba = shape_body[a]
+    bb = shape_body[b]
+    ctx.XbA = shape_body_xform(ba, body_q)
+    ctx.XbB = shape_body_xform(bb, body_q)
+    ctx.mA = shape_margin[a]
+    ctx.mB = shape_margin[b]
+    ctx.gap = shape_gap[a] + shape_gap[b]
+    ctx.spec = spec
+    ctx.dt = dt
+    ctx.emax = emax
+    ctx.vA = wp.vec3(0.0)
+    ctx.wA = wp.vec3(0.0)
+    ctx.comA = wp.vec3(0.0)
+    ctx.vB = wp.vec3(0.0)
+    ctx.wB = wp.vec3(0.0)
+    ctx.comB = wp.vec3(0.0)
+    ctx.red = -1
+    ext = float(0.0)
+    if spec != 0:
+        ext = emax
+        if ba >= 0:
+            ctx.vA = wp.spatial_top(body_qd[ba])
+            ctx.wA = wp.spatial_bottom(body_qd[ba])
+            ctx.comA = wp.transform_point(ctx.XbA, body_com[ba])
+        if bb >= 0:
+            ctx.vB = wp.spatial_top(body_qd[bb])
+            ctx.wB = wp.spatial_bottom(body_qd[bb])
+            ctx.comB = wp.transform_point(ctx.XbB, body_com[bb])
+    limit = wp.max(ctx.gap, ext) + ctx.mA + ctx.mB
+    return ctx, limit
+
+
 @wp.kernel
 def narrow_phase_kernel(
     pairs: wp.array(dtype=wp.vec2i),
@@ -756,38 +808,7 @@ def narrow_phase_kernel(
             tb = tt
         if mm_routed(ta, tb, a, b, out.route) or (ta == HFIELD and tb == HFIELD) or (ta == PLANE and tb == HFIELD):
             continue  # mesh-mesh routes (:mod:`.mesh_mesh`); static-static pairs never collide
-        ctx = PairCtx()
-        ctx.a = a
-        ctx.b = b
-        ba = shape_body[a]
-        bb = shape_body[b]
-        ctx.XbA = shape_body_xform(ba, body_q)
-        ctx.XbB = shape_body_xform(bb, body_q)
-        ctx.mA = shape_margin[a]
-        ctx.mB = shape_margin[b]
-        ctx.gap = shape_gap[a] + shape_gap[b]
-        ctx.spec = spec
-        ctx.dt = dt
-        ctx.emax = emax
-        ctx.vA = wp.vec3(0.0)
-        ctx.wA = wp.vec3(0.0)
-        ctx.comA = wp.vec3(0.0)
-        ctx.vB = wp.vec3(0.0)
-        ctx.wB = wp.vec3(0.0)
-        ctx.comB = wp.vec3(0.0)
-        ctx.red = -1
-        ext = float(0.0)
-        if spec != 0:
-            ext = emax
-            if ba >= 0:
-                ctx.vA = wp.spatial_top(body_qd[ba])
-                ctx.wA = wp.spatial_bottom(body_qd[ba])
-                ctx.comA = wp.transform_point(ctx.XbA, body_com[ba])
-            if bb >= 0:
-                ctx.vB = wp.spatial_top(body_qd[bb])
-                ctx.wB = wp.spatial_bottom(body_qd[bb])
-                ctx.comB = wp.transform_point(ctx.XbB, body_com[bb])
-        limit = wp.max(ctx.gap, ext) + ctx.mA + ctx.mB
+        ctx, limit = pair_ctx(a, b, shape_body, shape_margin, shape_gap, body_q, body_qd, body_com, spec, dt, emax)
         XA = shape_X[a]
         XB = shape_X[b]
         sA = shape_scale[a]
