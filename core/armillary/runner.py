@@ -268,7 +268,8 @@ def run(options: RunOptions) -> RunSummary:
     state_0, state_1 = model.state(), model.state()
     control = model.control()
     contacts = None
-    if solver_cls.capabilities.collision_pipeline:
+    # solvers with their own contact generation (SolverMuJoCo's default) get contacts=None
+    if solver_cls.capabilities.collision_pipeline and not getattr(solver, "use_mujoco_contacts", False):
         collide = getattr(model, "collide", None)
         contacts = model.contacts() if collide is not None else None
 

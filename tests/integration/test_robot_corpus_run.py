@@ -1,6 +1,7 @@
 """Every robot of the shared corpus (MJCF and URDF) runs 2 s of simulated time through
-``armillary run`` with SolverXPBD and SolverFeatherstone on our own collision pipeline
-(mesh-mesh contacts included, self-collision filtering as each importer sets it)."""
+``armillary run`` with SolverXPBD and SolverFeatherstone on our own collision pipeline (mesh-mesh
+contacts through the runner's default cached SDFs, self-collision filtering as each importer sets
+it), and with SolverMuJoCo (MuJoCo's own contacts)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,17 @@ from armillary.testing.assets import shared_assets_dir
 ROOT = shared_assets_dir()
 CATALOG = json.loads((ROOT / "catalog.json").read_text())
 ROBOTS = sorted(n for n, e in CATALOG.items() if e["fmt"] in ("mjcf", "urdf"))
-SOLVERS = ("SolverXPBD", "SolverFeatherstone")
+SOLVERS = ("SolverXPBD", "SolverFeatherstone", "SolverMuJoCo")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sdf_cache(tmp_path_factory):
+    """One SDF cache for the module (each mesh is cooked once, then loaded by the other solvers'
+    runs), outside the user's ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARMILLARY_CACHE", str(tmp_path_factory.mktemp("armillary_cache")))
+    yield
+    mp.undo()
 
 
 def test_corpus_has_the_fourteen_robots():
