@@ -22,7 +22,16 @@ import warp as wp
 
 from armillary.sim.dynamics_kernels import assemble_mass_matrix, in_articulation, joint_subspace
 from armillary.sim.kinematics_kernels import JT_BALL, JT_DISTANCE, JT_FREE, JT_ROD, fk_joint
-from armillary.sim.spatial import ang, body_spatial_inertia, lin, spatial, twist_cross, world_inertia, wrench_cross
+from armillary.sim.spatial import (
+    ang,
+    body_spatial_inertia,
+    lin,
+    skew,
+    spatial,
+    twist_cross,
+    world_inertia,
+    wrench_cross,
+)
 
 #: ``Model.body_flags`` bit of kinematic bodies (``armillary.sim.enums.BodyFlags.KINEMATIC``)
 BODY_KINEMATIC = wp.constant(2)
@@ -41,6 +50,40 @@ def com_wrench_about(f: wp.vec3, t: wp.vec3, com_rel_O: wp.vec3) -> wp.spatial_v
     return spatial(f, t + wp.cross(com_rel_O, f))
 
 
+@wp.func
+def point_stiffness(C: wp.mat33, p: wp.vec3) -> wp.spatial_matrix:
+    """``J^T C J`` for the velocity ``J V = v + w x p`` of point ``p`` of a body with twist ``V = (v, w)``
+    about the frame origin: a 3x3 point stiffness ``C`` seen as a 6x6 matrix on twists (``J = [I | -[p]x]``)."""
+    P = skew(p)
+    B = -(C * P)  # upper right block
+    D = -(P * C * P)  # lower right block
+    Bt = wp.transpose(B)
+    return wp.spatial_matrix(
+        C[0, 0], C[0, 1], C[0, 2], B[0, 0], B[0, 1], B[0, 2],
+        C[1, 0], C[1, 1], C[1, 2], B[1, 0], B[1, 1], B[1, 2],
+        C[2, 0], C[2, 1], C[2, 2], B[2, 0], B[2, 1], B[2, 2],
+        Bt[0, 0], Bt[0, 1], Bt[0, 2], D[0, 0], D[0, 1], D[0, 2],
+        Bt[1, 0], Bt[1, 1], Bt[1, 2], D[1, 0], D[1, 1], D[1, 2],
+        Bt[2, 0], Bt[2, 1], Bt[2, 2], D[2, 0], D[2, 1], D[2, 2],
+    )  # fmt: skip
+
+
+@wp.func
+def shift_twist_matrix(K_W: wp.spatial_matrix, O: wp.vec3) -> wp.spatial_matrix:
+    """A twist-space matrix given about the world origin, re-expressed about point ``O``
+    (``A^T K A`` with ``V_world_origin = A V_O``, ``A = [[I, [O]x], [0, I]]``)."""
+    P = skew(O)
+    A = wp.spatial_matrix(
+        1.0, 0.0, 0.0, P[0, 0], P[0, 1], P[0, 2],
+        0.0, 1.0, 0.0, P[1, 0], P[1, 1], P[1, 2],
+        0.0, 0.0, 1.0, P[2, 0], P[2, 1], P[2, 2],
+        0.0, 0.0, 0.0, 1.0, 0.0, 0.0,
+        0.0, 0.0, 0.0, 0.0, 1.0, 0.0,
+        0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
+    )  # fmt: skip
+    return wp.transpose(A) * K_W * A
+
+
 @wp.kernel
 def contact_wrench_kernel(
     # Model:
@@ -51,7 +94,9 @@ def contact_wrench_kernel(
     shape_material_mu: wp.array(dtype=float),
     body_com: wp.array(dtype=wp.vec3),
     body_flags: wp.array(dtype=wp.int32),
+    body_articulation: wp.array(dtype=wp.int32),
     friction_smoothing: float,
+    dt: float,
     # State in:
     body_q: wp.array(dtype=wp.transform),
     body_qd: wp.array(dtype=wp.spatial_vector),
@@ -70,18 +115,31 @@ def contact_wrench_kernel(
     # out:
     body_f_contact_out: wp.array(dtype=wp.spatial_vector),
     contact_force_out: wp.array(dtype=wp.vec3),
+    body_K_contact_out: wp.array(dtype=wp.spatial_matrix),
 ):
-    """Penalty contact force of one rigid contact.
+    """Penalty contact force of one rigid contact, linearly implicit in the new velocity.
 
     Penetration ``d = -(n . (p1_W - p0_W) - margin0 - margin1)`` (p = the contact points
     in world, n from shape 0 to shape 1); for ``d > 0`` the force on shape 1 is
-    ``n (ke d - kd min(vn, 0)) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
+    ``n (ke (d - dt vn) - kd min(vn, 0)) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
     ``f_t = -min(kf |vt|, mu fn) vt / |vt|_s`` Coulomb friction regularised by a viscous
     law below the sliding speed where ``kf |vt| = mu fn`` (``|vt|_s`` is smoothed by
     ``friction_smoothing`` [m/s]). Materials are the mean of the two shapes', except where the
     per-contact ``contact_stiffness`` / ``contact_damping`` / ``contact_friction`` (``ke``,
     ``kd``, ``mu``; empty arrays allowed) are > 0, e.g. hydroelastic contacts. Shape 0 gets
     the opposite force. ``contact_force_out[k]`` is the force on shape 1 (world, N).
+
+    Implicit part (as the joint drives and limits): the normal force is evaluated at the
+    predicted penetration ``d - dt vn``, and each body in contact gets the twist-space matrix
+    ``J^T C J`` (``body_K_contact_out``, about the world origin) with the point stiffness
+    ``C = (dt^2 ke + dt kd [vn < 0]) n n^T + dt kf [viscous friction] (I - n n^T)``; the
+    articulation kernel adds ``sum J^T C J`` to the mass matrix, so that ``(M + H) qdd = tau``
+    is the implicit Euler step of the linearised contact. Stiff contacts on light links (many
+    contacts of one pair, links overlapping at rest) then stay stable at any ``dt``; the
+    equilibrium (``v = 0``) is the explicit one. ``J`` of each body is used alone (the blocks
+    of the relative Jacobian ``J1 - J0``); for two bodies of the same articulation that drops
+    the cross terms, so the blocks are doubled (``(J1 - J0)^T C (J1 - J0) <= 2 (J1^T C J1 +
+    J0^T C J0)``): never less implicit than the exact term (less would be unstable).
     """
     k = wp.tid()
     if k >= contact_count[0]:
@@ -132,20 +190,36 @@ def contact_wrench_kernel(
     if contact_friction.shape[0] > k:
         if contact_friction[k] > 0.0:
             mu = contact_friction[k]
-    fn = wp.max(ke * d - kd * wp.min(vn, 0.0), 0.0)
+    fn = wp.max(ke * (d - dt * vn) - kd * wp.min(vn, 0.0), 0.0)
     vt = v_rel - n * vn
     vt_len = wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)
     ft = wp.vec3(0.0)
+    h_t = float(0.0)
     if vt_len > 0.0:
         ft = -vt * (wp.min(kf * vt_len, mu * fn) / vt_len)
+        if kf * vt_len < mu * fn:
+            h_t = dt * kf  # viscous (sticking) friction: implicit like the normal damping
     f1 = n * fn + ft
     contact_force_out[k] = f1
+    if fn <= 0.0:
+        return
+    h_n = dt * dt * ke
+    if vn < 0.0:
+        h_n = h_n + dt * kd
+    nn = wp.outer(n, n)
+    C = h_n * nn + h_t * (wp.identity(n=3, dtype=float) - nn)
+    if b0 >= 0 and b1 >= 0:
+        if body_articulation[b0] >= 0 and body_articulation[b0] == body_articulation[b1]:
+            C = 2.0 * C
+    K = point_stiffness(C, p_W)
     if b1 >= 0:
         com1 = wp.transform_point(X_W1, body_com[b1])
         wp.atomic_add(body_f_contact_out, b1, spatial(f1, wp.cross(p_W - com1, f1)))
+        wp.atomic_add(body_K_contact_out, b1, K)
     if b0 >= 0:
         com0 = wp.transform_point(X_W0, body_com[b0])
         wp.atomic_add(body_f_contact_out, b0, spatial(-f1, wp.cross(p_W - com0, -f1)))
+        wp.atomic_add(body_K_contact_out, b0, K)
 
 
 @wp.func
@@ -326,6 +400,7 @@ def articulation_step_kernel(
     joint_qd_in: wp.array(dtype=float),
     body_f_in: wp.array(dtype=wp.spatial_vector),
     body_f_contact_in: wp.array(dtype=wp.spatial_vector),
+    body_K_contact_in: wp.array(dtype=wp.spatial_matrix),
     # Control:
     joint_f: wp.array(dtype=float),
     joint_target_q: wp.array(dtype=float),
@@ -333,6 +408,7 @@ def articulation_step_kernel(
     # Scratch:
     S: wp.array(dtype=wp.spatial_vector),
     Ic: wp.array(dtype=wp.spatial_matrix),
+    Kc: wp.array(dtype=wp.spatial_matrix),
     V: wp.array(dtype=wp.spatial_vector),
     A: wp.array(dtype=wp.spatial_vector),
     F: wp.array(dtype=wp.spatial_vector),
@@ -399,6 +475,7 @@ def articulation_step_kernel(
         if use_contact_f != 0:
             cf = body_f_contact_in[c]
             f_ext = f_ext + com_wrench_about(lin(cf), ang(cf), com_c)
+            Kc[c] = shift_twist_matrix(body_K_contact_in[c], origin)
         jt = joint_type[j]
         if jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
             # Control.joint_f of a FREE joint: world wrench (force, torque) at the child's COM
@@ -417,6 +494,8 @@ def articulation_step_kernel(
         if in_articulation(joint_ancestor[j], a, joint_articulation):
             p = joint_parent[j]
             F[p] = F[p] + F[c]
+            if use_contact_f != 0:
+                Kc[p] = Kc[p] + Kc[c]
             if rebuild_M:
                 Ic[p] = Ic[p] + Ic[c]
 
@@ -430,6 +509,24 @@ def articulation_step_kernel(
     for r in range(n):
         for k in range(n):
             L[a, r, k] = M[a, r, k]
+    # implicit contact stiffness/damping: sum_b J_b^T K_b J_b, assembled like the CRBA from the
+    # composite contact matrices Kc (rebuilt every step, not cached with M)
+    if use_contact_f != 0:
+        for jj in range(js, je):
+            j = joint_order[jj]
+            Kcc = Kc[joint_child[j]]
+            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                Fi = Kcc * S[i]
+                li = i - d0
+                for l in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                    L[a, li, l - d0] = L[a, li, l - d0] + wp.dot(S[l], Fi)
+                k = joint_ancestor[j]
+                while in_articulation(k, a, joint_articulation):
+                    for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
+                        val = wp.dot(S[l], Fi)
+                        L[a, li, l - d0] = L[a, li, l - d0] + val
+                        L[a, l - d0, li] = L[a, l - d0, li] + val
+                    k = joint_ancestor[k]
 
     # 5. joint-space forces: Control.joint_f (non-FREE), springs, damping (implicit), drives and limits
     for jj in range(js, je):

@@ -218,6 +218,8 @@ class SolverFeatherstone(SolverBase):
         self._qd_new = wp.zeros(nd, dtype=wp.float32, device=dev)
         self._step_count = wp.zeros(na, dtype=wp.int32, device=dev)
         self._body_f_contact = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
+        self._body_K_contact = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
+        self._Kc = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
         self._zero_joint_f = wp.zeros(nd, dtype=wp.float32, device=dev)
         self._zero_body_f = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
 
@@ -265,6 +267,11 @@ class SolverFeatherstone(SolverBase):
                 f"SolverFeatherstone only moves articulated bodies; {len(loose)} body(ies) outside every articulation "
                 f"stay in place (they still collide): {names}",
             )
+        body_art = np.full(max(nb, 1), -1, np.int32)
+        if nj:
+            tree = jart >= 0
+            body_art[jchild[tree]] = jart[tree]
+        self._body_articulation = wp.array(body_art, dtype=wp.int32, device=self.device)
         self._copy_bodies = bool(len(loose))
         self._copy_joints = bool(loops)
         if nd:
@@ -348,19 +355,21 @@ class SolverFeatherstone(SolverBase):
             if self._contact_force is None or self._contact_force.shape[0] < n_max:
                 self._contact_force = wp.zeros(n_max, dtype=wp.vec3, device=self.device)
             self._body_f_contact.zero_()
+            self._body_K_contact.zero_()
             self._launches.launch(
                 self._contact_kernel,
                 dim=n_max,
                 inputs=[
                     model.shape_body, model.shape_material_ke, model.shape_material_kd, model.shape_material_kf,
-                    model.shape_material_mu, model.body_com, model.body_flags, self.friction_smoothing,
+                    model.shape_material_mu, model.body_com, model.body_flags, self._body_articulation,
+                    self.friction_smoothing, float(dt),
                     state_in.body_q, state_in.body_qd,
                     contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                     contacts.rigid_contact_point0, contacts.rigid_contact_point1, contacts.rigid_contact_normal,
                     contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
                     *self._contact_overrides(contacts),
                 ],
-                outputs=[self._body_f_contact, self._contact_force],
+                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact],
                 device=self.device,
             )  # fmt: skip
             self._last_contacts = contacts
@@ -389,9 +398,9 @@ class SolverFeatherstone(SolverBase):
                 float(dt), self.angular_damping, self.update_mass_matrix_interval,
                 int(body_f is not None), int(use_contacts),
                 state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
-                self._body_f_contact,
+                self._body_f_contact, self._body_K_contact,
                 joint_f, target_q, target_qd,
-                self._S, self._Ic, self._V, self._A, self._F, self._M, self._L, self._tau, self._qd_new,
+                self._S, self._Ic, self._Kc, self._V, self._A, self._F, self._M, self._L, self._tau, self._qd_new,
                 self._step_count,
             ],
             outputs=[state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
