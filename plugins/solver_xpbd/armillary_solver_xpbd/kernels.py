@@ -422,6 +422,27 @@ class JointBodies:
     Ic: wp.mat33
     comp: wp.vec3
     comc: wp.vec3
+    # largest share of a correction this joint gave each body so far (see ``note_shares``)
+    sp: float
+    sc: float
+
+
+@wp.func
+def note_shares(jb: JointBodies, w_p: float, w_c: float):
+    """Record the fractions ``w_p / w`` and ``w_c / w`` of one constraint row's correction.
+
+    Joints are projected in parallel and their corrections summed per body (Jacobi). A body that
+    takes (nearly) all of the correction of several joints at once (e.g. a light link carrying
+    massless or rotation-locked child frames, which act as anchors) would then overshoot by the
+    number of such joints and the iteration diverges. The per-body sum of these shares is the
+    divisor that makes the summed correction a weighted mean of what the joints ask for.
+    """
+    out = jb
+    w = w_p + w_c
+    if w > 0.0:
+        out.sp = wp.max(jb.sp, w_p / w)
+        out.sc = wp.max(jb.sc, w_c / w)
+    return out
 
 
 @wp.func
@@ -439,8 +460,10 @@ def jb_linear(jb: JointBodies, Xwp: wp.transform, Xwc: wp.transform, n: wp.vec3,
     ac = wp.transform_get_translation(Xwc)
     rp = ap - jb.xp
     rc = ac - jb.xc
-    w = w_lin(jb.mp, jb.qp, jb.Ip, rp, n) + w_lin(jb.mc, jb.qc, jb.Ic, rc, n)
-    out = jb
+    w_p = w_lin(jb.mp, jb.qp, jb.Ip, rp, n)
+    w_c = w_lin(jb.mc, jb.qc, jb.Ic, rc, n)
+    w = w_p + w_c
+    out = note_shares(jb, w_p, w_c)
     if w + alpha <= 0.0:
         return out, 0.0
     dl = (-C - alpha * lam) / (w + alpha) * relax
@@ -457,8 +480,10 @@ def jb_linear(jb: JointBodies, Xwp: wp.transform, Xwc: wp.transform, n: wp.vec3,
 @wp.func
 def jb_angular(jb: JointBodies, n: wp.vec3, C: float, alpha: float, lam: float, relax: float):
     """Solve the angular constraint ``C = 0`` about world axis ``n`` (child rotates by +dlambda)."""
-    w = w_ang(jb.qp, jb.Ip, n) + w_ang(jb.qc, jb.Ic, n)
-    out = jb
+    w_p = w_ang(jb.qp, jb.Ip, n)
+    w_c = w_ang(jb.qc, jb.Ic, n)
+    w = w_p + w_c
+    out = note_shares(jb, w_p, w_c)
     if w + alpha <= 0.0:
         return out, 0.0
     dl = (-C - alpha * lam) / (w + alpha) * relax
@@ -531,6 +556,7 @@ def solve_joints_kernel(
     dof_lambda: wp.array(dtype=float),
     body_dx: wp.array(dtype=wp.vec3),
     body_dth: wp.array(dtype=wp.vec3),
+    body_share: wp.array(dtype=float),
 ):
     j = wp.tid()
     jt = joint_type[j]
@@ -556,6 +582,8 @@ def solve_joints_kernel(
     if p >= 0:
         jb.comp = body_com[p]
     jb.comc = body_com[c]
+    jb.sp = 0.0
+    jb.sc = 0.0
     if jb.mp == 0.0 and jb.mc == 0.0:
         return
     xp0 = jb.xp
@@ -775,11 +803,15 @@ def solve_joints_kernel(
                     if rmp > 0.0:
                         add_body_delta(rp, wp.vec3(0.0), ang_step(rqp, rIp, -L), body_dx, body_dth)
 
-    # accumulate this joint's corrections
+    # accumulate this joint's corrections (and shares: the joint pass divides by their sum when > 1)
     if jb.mc > 0.0:
         add_body_delta(c, jb.xc - xc0, rotation_vector(jb.qc, qc0), body_dx, body_dth)
-    if jb.mp > 0.0:
+        if jb.sc > 0.0:
+            wp.atomic_add(body_share, c, jb.sc)
+    if jb.mp > 0.0 and p >= 0:
         add_body_delta(p, jb.xp - xp0, rotation_vector(jb.qp, qp0), body_dx, body_dth)
+        if jb.sp > 0.0:
+            wp.atomic_add(body_share, p, jb.sp)
 
 
 # --------------------------------------------------------------------------- contacts

@@ -508,9 +508,10 @@ class SolverXPBD(SolverBase):
         for _ in range(self.iterations):
             if joint_pass:
                 wp.launch(kernels.solve_joints_kernel, dim=self.joint_count, inputs=joint_inputs,
-                          outputs=[self._dof_lambda, self._body_dx, self._body_dth], device=dev)
+                          outputs=[self._dof_lambda, self._body_dx, self._body_dth, self._body_cnt], device=dev)
+                # each body's summed joint corrections divided by its summed shares when above 1
                 wp.launch(kernels.apply_deltas_kernel, dim=nb,
-                          inputs=self._delta_args([nb, 0, 0, body_com, self._body_dx, self._body_dth, self._body_cnt,
+                          inputs=self._delta_args([nb, 0, 1, body_com, self._body_dx, self._body_dth, self._body_cnt,
                                                    self._particle_dx, self._particle_cnt, body_q, particle_q,
                                                    self._body_corr_x, self._body_corr_th, self._particle_corr,
                                                    E._empty_f]),
