@@ -6,11 +6,13 @@ it), and with SolverMuJoCo (MuJoCo's own contacts)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
-from armillary.runner import RunOptions, run
+from armillary.plugins import get_registry
+from armillary.runner import RunOptions, _load_builder, run
 from armillary.testing.assets import shared_assets_dir
 
 ROOT = shared_assets_dir()
@@ -38,8 +40,12 @@ def test_corpus_has_the_fourteen_robots():
 @pytest.mark.parametrize("name", ROBOTS)
 def test_robot_runs_two_seconds(name, solver, tmp_path):
     out = tmp_path / "traj.npz"
-    summary = run(RunOptions(model_file=str(ROOT / CATALOG[name]["path"]), solver=solver, frames=125, out=str(out),
-                             progress=False))  # fmt: skip
+    path = str(ROOT / CATALOG[name]["path"])
+    # the runner's own time step and substeps (MJCF <option timestep>, else 1/600 s; a frame is
+    # ~1/60 s): enough frames for 2 s of simulated time
+    _, _, dt, _, substeps = _load_builder(RunOptions(model_file=path, mesh_collision="mesh"), get_registry())
+    frames = math.ceil(2.0 / (dt * substeps) - 1e-9)
+    summary = run(RunOptions(model_file=path, solver=solver, frames=frames, out=str(out), progress=False))
     assert summary.simulated_seconds >= 2.0 - 1e-9
     traj = np.load(out)
     assert np.all(np.isfinite(traj["body_q"])), f"{name} with {solver}: non-finite body poses"
