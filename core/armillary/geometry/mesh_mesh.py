@@ -82,8 +82,8 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
 from .mesh_collision import FLAT_EDGE_COS, GeoBuffers, local_aabb, point_triangle_signed
-from .narrow_phase import ContactOut, PairCtx, admit, mm_routed, shape_body_xform, write_contact
-from .sdf import SDFBuffers, build_sdf_buffers, sdf_has, sdf_query, shape_sdf
+from .narrow_phase import ContactOut, PairCtx, admit, mm_routed, pair_ctx, shape_body_xform, write_contact
+from .sdf import SDFBuffers, build_sdf_buffers, sdf_has, sdf_query, shape_sdf, trilinear_grad
 
 MESH = wp.constant(int(GeoType.MESH))
 HFIELD = wp.constant(int(GeoType.HFIELD))
@@ -301,18 +301,8 @@ def side_sdf(sd: Side, p: wp.vec3):
     c101 = v[r2 + 1]
     c011 = v[r3]
     c111 = v[r3 + 1]
-    x00 = c000 + fx * (c100 - c000)
-    x10 = c010 + fx * (c110 - c010)
-    x01 = c001 + fx * (c101 - c001)
-    x11 = c011 + fx * (c111 - c011)
-    y0 = x00 + fy * (x10 - x00)
-    y1 = x01 + fy * (x11 - x01)
-    d = y0 + fz * (y1 - y0)
-    gx = (1.0 - fz) * ((1.0 - fy) * (c100 - c000) + fy * (c110 - c010)) + fz * (
-        (1.0 - fy) * (c101 - c001) + fy * (c111 - c011))
-    gy = (1.0 - fz) * (x10 - x00) + fz * (x11 - x01)
-    gz = y1 - y0
-    grad = wp.cw_mul(wp.vec3(gx, gy, gz), sd.sqs)
+    d, gcell = trilinear_grad(c000, c100, c010, c110, c001, c101, c011, c111, fx, fy, fz)
+    grad = wp.cw_mul(gcell, sd.sqs)
     gl = wp.length(grad)
     if gl > 1.0e-12:
         grad = grad / gl
@@ -664,46 +654,6 @@ def mm_feature(sd: Side, kl: int, idx: int, limit: float):
     if sd.side == 0:
         return found, pw, q, -nw, found1, pw1, q1, -nw1
     return found, q, pw, nw, found1, q1, pw1, nw1
-
-
-@wp.func
-def pair_ctx(a: int, b: int, shape_body: wp.array(dtype=int), shape_margin: wp.array(dtype=float),
-             shape_gap: wp.array(dtype=float), body_q: wp.array(dtype=wp.transform),
-             body_qd: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3), spec: int, dt: float,
-             emax: float):  # fmt: skip
-    ctx = PairCtx()
-    ctx.a = a
-    ctx.b = b
-    ba = shape_body[a]
-    bb = shape_body[b]
-    ctx.XbA = shape_body_xform(ba, body_q)
-    ctx.XbB = shape_body_xform(bb, body_q)
-    ctx.mA = shape_margin[a]
-    ctx.mB = shape_margin[b]
-    ctx.gap = shape_gap[a] + shape_gap[b]
-    ctx.spec = spec
-    ctx.dt = dt
-    ctx.emax = emax
-    ctx.vA = wp.vec3(0.0)
-    ctx.wA = wp.vec3(0.0)
-    ctx.comA = wp.vec3(0.0)
-    ctx.vB = wp.vec3(0.0)
-    ctx.wB = wp.vec3(0.0)
-    ctx.comB = wp.vec3(0.0)
-    ctx.red = -1
-    ext = float(0.0)
-    if spec != 0:
-        ext = emax
-        if ba >= 0:
-            ctx.vA = wp.spatial_top(body_qd[ba])
-            ctx.wA = wp.spatial_bottom(body_qd[ba])
-            ctx.comA = wp.transform_point(ctx.XbA, body_com[ba])
-        if bb >= 0:
-            ctx.vB = wp.spatial_top(body_qd[bb])
-            ctx.wB = wp.spatial_bottom(body_qd[bb])
-            ctx.comB = wp.transform_point(ctx.XbB, body_com[bb])
-    limit = wp.max(ctx.gap, ext) + ctx.mA + ctx.mB
-    return ctx, limit
 
 
 @wp.func

@@ -120,6 +120,22 @@ def _sdf_at(sdf: SDFBuffers, base: int, nx: int, ny: int, i: int, j: int, k: int
 
 
 @wp.func
+def trilinear_grad(c000: float, c100: float, c010: float, c110: float, c001: float, c101: float, c011: float,
+                   c111: float, fx: float, fy: float, fz: float):  # fmt: skip
+    """Trilinear interpolant of the 8 corner values (``cXYZ``) at the cell fractions (fx, fy, fz),
+    and its analytic gradient in cell units (d/dfx, d/dfy, d/dfz)."""
+    x00 = c000 + fx * (c100 - c000)
+    x10 = c010 + fx * (c110 - c010)
+    x01 = c001 + fx * (c101 - c001)
+    x11 = c011 + fx * (c111 - c011)
+    y0 = x00 + fy * (x10 - x00)
+    y1 = x01 + fy * (x11 - x01)
+    gx = (1.0 - fz) * ((1.0 - fy) * (c100 - c000) + fy * (c110 - c010)) + fz * (
+        (1.0 - fy) * (c101 - c001) + fy * (c111 - c011))
+    return y0 + fz * (y1 - y0), wp.vec3(gx, (1.0 - fz) * (x10 - x00) + fz * (x11 - x01), y1 - y0)
+
+
+@wp.func
 def sdf_has(sdf: SDFBuffers, shape: int):
     """Whether ``shape`` carries an SDF."""
     return sdf.start[shape] >= 0
@@ -160,19 +176,7 @@ def sdf_query(sdf: SDFBuffers, shape: int, p: wp.vec3):
     c101 = _sdf_at(sdf, base, nx, ny, i + 1, j, k + 1)
     c011 = _sdf_at(sdf, base, nx, ny, i, j + 1, k + 1)
     c111 = _sdf_at(sdf, base, nx, ny, i + 1, j + 1, k + 1)
-    x00 = c000 + fx * (c100 - c000)
-    x10 = c010 + fx * (c110 - c010)
-    x01 = c001 + fx * (c101 - c001)
-    x11 = c011 + fx * (c111 - c011)
-    y0 = x00 + fy * (x10 - x00)
-    y1 = x01 + fy * (x11 - x01)
-    d = y0 + fz * (y1 - y0)
-    # gradient of the trilinear interpolant (grid frame)
-    gx = (1.0 - fz) * ((1.0 - fy) * (c100 - c000) + fy * (c110 - c010)) + fz * (
-        (1.0 - fy) * (c101 - c001) + fy * (c111 - c011))
-    gy = (1.0 - fz) * (x10 - x00) + fz * (x11 - x01)
-    gz = y1 - y0
-    grad = wp.vec3(gx, gy, gz)
+    d, grad = trilinear_grad(c000, c100, c010, c110, c001, c101, c011, c111, fx, fy, fz)
     # chain rule to the shape-local frame (grid = p * qs)
     grad = wp.cw_mul(grad, qs)
     gl = wp.length(grad)
