@@ -82,7 +82,7 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
 from .mesh_collision import FLAT_EDGE_COS, GeoBuffers, local_aabb, point_triangle_signed
-from .narrow_phase import ContactOut, PairCtx, admit, mm_routed, pair_ctx, shape_body_xform, write_contact
+from .narrow_phase import ContactOut, PairCtx, admit, mm_routed, ordered_pair, pair_ctx, shape_body_xform, write_contact
 from .sdf import SDFBuffers, build_sdf_buffers, sdf_has, sdf_query, shape_sdf, trilinear_grad
 
 MESH = wp.constant(int(GeoType.MESH))
@@ -767,6 +767,16 @@ def emit_feature(ctx: PairCtx, out: ContactOut, mm: MMBuffers, blk: int, sd: Sid
 # ------------------------------------------------------------------------------------ kernels
 
 
+@wp.func
+def block_pair(mm: MMBuffers, blk: int, shape_type: wp.array(dtype=int), shape_X: wp.array(dtype=wp.transform),
+               shape_scale: wp.array(dtype=wp.vec3)):  # fmt: skip
+    """The ordered pair claimed by block ``blk``: (a, b, their types, world frames and scales)."""
+    pr = mm.pairs[blk]
+    a = pr[0]
+    b = pr[1]
+    return a, b, shape_type[a], shape_type[b], shape_X[a], shape_scale[a], shape_X[b], shape_scale[b]
+
+
 @wp.kernel
 def mm_claim_kernel(pairs: wp.array(dtype=wp.vec2i), pair_count: wp.array(dtype=int), shape_type: wp.array(dtype=int),
                     mm: MMBuffers, stride: int):  # fmt: skip
@@ -774,19 +784,8 @@ def mm_claim_kernel(pairs: wp.array(dtype=wp.vec2i), pair_count: wp.array(dtype=
     n_pairs = wp.min(pair_count[0], pairs.shape[0])
     i = tid
     while i < n_pairs:
-        p = pairs[i]
+        a, b, ta, tb = ordered_pair(pairs[i], shape_type)
         i += stride
-        a = p[0]
-        b = p[1]
-        ta = shape_type[a]
-        tb = shape_type[b]
-        if ta > tb or (ta == tb and a > b):
-            tmp = a
-            a = b
-            b = tmp
-            tt = ta
-            ta = tb
-            tb = tt
         if mm_routed(ta, tb, a, b, mm.prim_sdf):
             blk = wp.atomic_add(mm.count, 0, 1)
             if blk < mm.pairs.shape[0]:
@@ -808,16 +807,8 @@ def mm_feature_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dtyp
     lane = tid - blk * threads
     if blk >= wp.min(mm.count[0], mm.pairs.shape[0]):
         return
-    pr = mm.pairs[blk]
-    a = pr[0]
-    b = pr[1]
-    ta = shape_type[a]
-    tb = shape_type[b]
+    a, b, ta, tb, XA, sA, XB, sB = block_pair(mm, blk, shape_type, shape_X, shape_scale)
     ctx, limit = pair_ctx(a, b, shape_body, shape_margin, shape_gap, body_q, body_qd, body_com, spec, dt, emax)
-    XA = shape_X[a]
-    XB = shape_X[b]
-    sA = shape_scale[a]
-    sB = shape_scale[b]
     for side in range(2):
         sd = make_side(side, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)
         if sd.ts == HFIELD:
@@ -894,16 +885,8 @@ def mm_finalize_kernel(shape_type: wp.array(dtype=int), shape_body: wp.array(dty
     blk = wp.tid()
     if blk >= wp.min(mm.count[0], mm.pairs.shape[0]):
         return
-    pr = mm.pairs[blk]
-    a = pr[0]
-    b = pr[1]
-    ta = shape_type[a]
-    tb = shape_type[b]
+    a, b, ta, tb, XA, sA, XB, sB = block_pair(mm, blk, shape_type, shape_X, shape_scale)
     ctx, limit = pair_ctx(a, b, shape_body, shape_margin, shape_gap, body_q, body_qd, body_com, spec, dt, emax)
-    XA = shape_X[a]
-    XB = shape_X[b]
-    sA = shape_scale[a]
-    sB = shape_scale[b]
     base = blk * MM_SLOTS_C
     sd0 = make_side(0, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)
     sd1 = make_side(1, a, b, ta, tb, XA, sA, XB, sB, geo, sdf, mm)

@@ -728,6 +728,19 @@ def shape_body_xform(body: int, body_q: wp.array(dtype=wp.transform)):
 
 
 @wp.func
+def ordered_pair(p: wp.vec2i, shape_type: wp.array(dtype=int)):
+    """The candidate pair ``p`` ordered by (geometry type, shape index): ``(a, b, type a, type b)``.
+    Every route sees its pair in this canonical order (shape 0 = a, normal from a to b)."""
+    a = p[0]
+    b = p[1]
+    ta = shape_type[a]
+    tb = shape_type[b]
+    if ta > tb or (ta == tb and a > b):
+        return b, a, tb, ta
+    return a, b, ta, tb
+
+
+@wp.func
 def pair_ctx(a: int, b: int, shape_body: wp.array(dtype=int), shape_margin: wp.array(dtype=float),
              shape_gap: wp.array(dtype=float), body_q: wp.array(dtype=wp.transform),
              body_qd: wp.array(dtype=wp.spatial_vector), body_com: wp.array(dtype=wp.vec3), spec: int, dt: float,
@@ -793,19 +806,8 @@ def narrow_phase_kernel(
     n_pairs = wp.min(pair_count[0], pairs.shape[0])
     i = tid
     while i < n_pairs:
-        p = pairs[i]
+        a, b, ta, tb = ordered_pair(pairs[i], shape_type)
         i += stride
-        a = p[0]
-        b = p[1]
-        ta = shape_type[a]
-        tb = shape_type[b]
-        if ta > tb or (ta == tb and a > b):
-            tmp = a
-            a = b
-            b = tmp
-            tt = ta
-            ta = tb
-            tb = tt
         if mm_routed(ta, tb, a, b, out.route) or (ta == HFIELD and tb == HFIELD) or (ta == PLANE and tb == HFIELD):
             continue  # mesh-mesh routes (:mod:`.mesh_mesh`); static-static pairs never collide
         ctx, limit = pair_ctx(a, b, shape_body, shape_margin, shape_gap, body_q, body_qd, body_com, spec, dt, emax)
