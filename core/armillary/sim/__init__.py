@@ -18,6 +18,7 @@ _LAZY = {
     "Contacts": ".contacts",
     "Mesh": ".geometry_types",
     "Heightfield": ".geometry_types",
+    "Rod": ".rod",
 }
 
 __all__ = [

@@ -31,6 +31,7 @@ from .joint_config import JointDofConfig
 from .shape_config import ShapeConfig
 
 from .builder_particles import ParticleBuilderMixin
+from .builder_rods import RodBuilderMixin
 from .custom_attributes import CustomAttribute, CustomAttributesMixin, CustomFrequency
 
 _ZERO_TWIST = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -46,7 +47,7 @@ def _joint_layout(joint_type: JointType, n_lin: int, n_ang: int) -> tuple[int, i
     return n_lin + n_ang, n_lin + n_ang
 
 
-class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, ParticleBuilderMixin):
+class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, ParticleBuilderMixin, RodBuilderMixin):
     """Builds a :class:`~armillary.Model` from bodies, joints, articulations and shapes.
 
     Args:
@@ -141,6 +142,7 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         self._init_worlds()
         self._init_custom_attributes()
         self._init_particles()
+        self._init_rods()
 
     # ------------------------------------------------------------------ gravity
     def _coerce_gravity(self, gravity) -> tuple[float, float, float]:

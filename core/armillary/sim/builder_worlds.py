@@ -308,6 +308,8 @@ class WorldBuilderMixin:
             "body": nb, "shape": ns, "joint": nj, "joint_dof": ndof, "joint_coord": ncoord, "articulation": na,
             "particle": self._entity_count("particle"), "spring": self._entity_count("spring"),
             "tri": self._entity_count("tri"), "tet": self._entity_count("tet"), "edge": self._entity_count("edge"),
+            "attachment_particle_body": self._entity_count("attachment_particle_body"),
+            "curve": self._entity_count("curve"),
             "world": world_off, "label_prefix": label_prefix,
         }  # fmt: skip
 
@@ -386,4 +388,5 @@ class WorldBuilderMixin:
             set.update(self.shape_collision_filter_pairs, ((a + ns, b + ns) for a, b in c.pairs))
 
         self._merge_particles(src, offsets, None if mv is None else wp.transform(*mv["tf"].tolist()))
+        self._merge_rods(src, offsets)
         self._merge_custom_attributes(src, offsets)

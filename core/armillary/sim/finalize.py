@@ -398,6 +398,7 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
 
     # ---- plugins of the builder (particles, then custom attributes)
     b._finalize_particles(m, dev, g)
+    b._finalize_rods(m, dev, g)
     b._finalize_custom_attributes(m, dev, g)
     return m
 
