@@ -255,6 +255,8 @@ def run(options: RunOptions) -> RunSummary:
     dt = options.dt or dt
     frames = options.frames or frames
     substeps = options.substeps or substeps
+    if not getattr(builder, "particle_color_groups", None) and hasattr(builder, "color"):
+        builder.color()  # block-descent solvers (SolverVBD) need the colouring; it costs others nothing
     try:
         model = builder.finalize(device=options.device)
     except ValueError as exc:

@@ -12,7 +12,7 @@ import armillary as newton
 
 def test_experimental_namespace_import():
     """The page's import block (the names this step provides)."""
-    from armillary.solvers import SolverMuJoCo  # (SolverVBD: a skeleton plugin for now)
+    from armillary.solvers import SolverMuJoCo, SolverVBD
     from armillary.solvers.experimental.coupled import (
         ModelView,
         SolverCoupled,
@@ -20,7 +20,7 @@ def test_experimental_namespace_import():
         SolverCoupledProxy,
     )
 
-    assert SolverMuJoCo.__name__ == "SolverMuJoCo"
+    assert SolverMuJoCo.__name__ == "SolverMuJoCo" and SolverVBD.__name__ == "SolverVBD"
 
     assert newton.solvers.experimental.coupled.SolverCoupled is SolverCoupled
     assert issubclass(SolverCoupled, newton.solvers.SolverBase)
@@ -37,14 +37,14 @@ def _scene():
     b.add_shape_sphere(soft, radius=0.1)
     b.add_cloth_grid(pos=wp.vec3(-1.0, 3.0, 1.0), rot=wp.quat_identity(), vel=wp.vec3(0.0), dim_x=3, dim_y=3,
                      cell_x=0.1, cell_y=0.1, mass=0.1)  # fmt: skip
+    b.color()  # SolverVBD solves colour by colour
     return b.finalize(), robot, soft
 
 
 def test_entry_example():
-    """``SolverCoupled.Entry(...)`` as on the page. SolverVBD is not available yet (a skeleton
-    plugin), so the soft entry uses SolverXPBD with the same factory shape; the rigid entry is
-    SolverMuJoCo as in the page's introduction."""
-    from armillary.solvers import SolverMuJoCo, SolverXPBD
+    """``SolverCoupled.Entry(...)`` exactly as on the page (SolverVBD with ``rigid_compliant_alm``);
+    the rigid entry is SolverMuJoCo as in the page's introduction."""
+    from armillary.solvers import SolverMuJoCo, SolverVBD
     from armillary.solvers.experimental.coupled import SolverCoupled
 
     model, robot, soft = _scene()
@@ -54,7 +54,7 @@ def test_entry_example():
 
     entry = SolverCoupled.Entry(
         name="soft",
-        solver=lambda view: SolverXPBD(model=view, iterations=20),
+        solver=lambda view: SolverVBD(model=view, iterations=20, rigid_compliant_alm=True),
         bodies=soft_body_ids,
         particles=cloth_particle_ids,
         shapes=cloth_shape_ids,
@@ -63,7 +63,7 @@ def test_entry_example():
     rigid_entry = SolverCoupled.Entry(name="rigid", solver=lambda view: SolverMuJoCo(view), bodies=[robot])
     solver = SolverCoupled(model, entries=[rigid_entry, entry])
     assert solver.entry_names() == ("rigid", "soft")
-    assert isinstance(solver.solver("soft"), SolverXPBD) and solver.solver("soft").model is solver.view("soft")
+    assert isinstance(solver.solver("soft"), SolverVBD) and solver.solver("soft").model is solver.view("soft")
     assert solver.view("rigid").particle_count == 0  # MuJoCo's view hides the cloth
 
     s0, s1 = model.state(), model.state()

@@ -1,0 +1,852 @@
+"""Warp kernels of the rigid half of SolverVBD (AVBD: augmented vertex block descent).
+
+Conventions: every body has 6 block DOFs ``(dx, dtheta)``: the world displacement of its centre
+of mass and a world rotation vector applied on the left (``q <- exp(dtheta) q``). A point ``p``
+of a body (lever ``r = p - x_com``) moves by ``dp = dx - [r]x dtheta``, so a point potential
+with gradient ``G`` and Hessian ``K`` at ``p`` adds ``(G, r x G)`` to the body gradient and
+``H_ll = K``, ``H_la = -K [r]x``, ``H_aa = [r]x^T K [r]x`` to its 6x6 block. The accumulators
+hold energy GRADIENTS (minus forces); the solve adds the inertia term and the external
+reactions (forces) and takes one regularised Newton step per body (Schur complement of the
+linear block).
+
+Row formulation (structural joint rows, drives excluded):
+
+* compliant ALM: material stiffness ``k`` and an internal metric ``rho``:
+  ``k_eff = k rho / (k + rho)``, row force ``F = lam + k_eff (C - lam / k)``, dual update
+  ``lam <- F`` (fixed point ``F = k C``); ``k = inf`` (hard rows, contacts) gives
+  ``F = lam + rho C``.
+* legacy: ``F = lam + pen (C - alpha C0)``, ``lam <- F``, ``pen += beta |C|``.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+wp.set_module_options({"enable_backward": False})
+
+BODY_KINEMATIC = wp.constant(2)
+
+J_PRISMATIC = wp.constant(0)
+J_REVOLUTE = wp.constant(1)
+J_BALL = wp.constant(2)
+J_FIXED = wp.constant(3)
+J_FREE = wp.constant(4)
+J_DISTANCE = wp.constant(5)
+J_D6 = wp.constant(6)
+J_ROD = wp.constant(7)
+
+RHO_SCALE = wp.constant(100.0)  # internal ALM metric: rho = RHO_SCALE * (mass or inertia) / dt^2
+PEN_MAX = wp.constant(1.0e10)
+ROD_RHO_SCALE = wp.constant(100.0)
+ROD_K_CAP = wp.constant(10.0)
+
+
+# --------------------------------------------------------------------------- helpers
+@wp.func
+def quat_log(q: wp.quat):
+    """Rotation vector of ``q`` (shortest arc)."""
+    w = q[3]
+    v = wp.vec3(q[0], q[1], q[2])
+    if w < 0.0:
+        w = -w
+        v = -v
+    s = wp.length(v)
+    if s < 1.0e-9:
+        return 2.0 * v
+    return v * (2.0 * wp.atan2(s, w) / s)
+
+
+@wp.func
+def quat_exp(v: wp.vec3):
+    a = wp.length(v)
+    if a < 1.0e-12:
+        return wp.normalize(wp.quat(0.5 * v[0], 0.5 * v[1], 0.5 * v[2], 1.0))
+    return wp.quat_from_axis_angle(v / a, a)
+
+
+@wp.func
+def wrap_angle(a: float):
+    pi = 3.14159265358979
+    while a > pi:
+        a = a - 2.0 * pi
+    while a < -pi:
+        a = a + 2.0 * pi
+    return a
+
+
+@wp.func
+def twist_angle(q: wp.quat, axis: wp.vec3):
+    """Angle of the twist of ``q`` about the unit ``axis`` (same frame), in (-pi, pi]."""
+    s = q[0] * axis[0] + q[1] * axis[1] + q[2] * axis[2]
+    return wrap_angle(2.0 * wp.atan2(s, q[3]))
+
+
+@wp.func
+def is_dynamic(b: int, body_inv_mass: wp.array(dtype=float), body_flags: wp.array(dtype=wp.int32)):
+    if b < 0:
+        return False
+    if (body_flags[b] & BODY_KINEMATIC) != 0:
+        return False
+    return body_inv_mass[b] > 0.0
+
+
+@wp.func
+def body_X(b: int, body_q: wp.array(dtype=wp.transform)):
+    if b < 0:
+        return wp.transform_identity()
+    return body_q[b]
+
+
+@wp.func
+def body_com_world(b: int, body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3)):
+    if b < 0:
+        return wp.vec3(0.0)
+    return wp.transform_point(body_q[b], body_com[b])
+
+
+@wp.func
+def add_point(
+    b: int,
+    G: wp.vec3,
+    K: wp.mat33,
+    r: wp.vec3,
+    acc_f: wp.array(dtype=wp.spatial_vector),
+    acc_ll: wp.array(dtype=wp.mat33),
+    acc_la: wp.array(dtype=wp.mat33),
+    acc_aa: wp.array(dtype=wp.mat33),
+):
+    S = wp.skew(r)
+    wp.atomic_add(acc_f, b, wp.spatial_vector(G, wp.cross(r, G)))
+    wp.atomic_add(acc_ll, b, K)
+    wp.atomic_add(acc_la, b, -(K * S))
+    wp.atomic_add(acc_aa, b, wp.transpose(S) * K * S)
+
+
+@wp.func
+def add_angular(
+    b: int,
+    G: wp.vec3,
+    K: wp.mat33,
+    acc_f: wp.array(dtype=wp.spatial_vector),
+    acc_aa: wp.array(dtype=wp.mat33),
+):
+    wp.atomic_add(acc_f, b, wp.spatial_vector(wp.vec3(0.0), G))
+    wp.atomic_add(acc_aa, b, K)
+
+
+@wp.func
+def mass_of(b: int, body_inv_mass: wp.array(dtype=float), body_flags: wp.array(dtype=wp.int32)):
+    if is_dynamic(b, body_inv_mass, body_flags):
+        return 1.0 / body_inv_mass[b]
+    return 1.0e30
+
+
+@wp.func
+def inertia_of(b: int, body_inv_mass: wp.array(dtype=float), body_flags: wp.array(dtype=wp.int32),
+               body_inertia: wp.array(dtype=wp.mat33)):  # fmt: skip
+    if is_dynamic(b, body_inv_mass, body_flags):
+        I = body_inertia[b]
+        return wp.max((I[0, 0] + I[1, 1] + I[2, 2]) / 3.0, 1.0e-12)
+    return 1.0e30
+
+
+# --------------------------------------------------------------------------- step begin / end
+@wp.kernel
+def begin_step_kernel(
+    dt: float,
+    gravity: wp.array(dtype=wp.vec3),
+    body_world: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_f: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    v_last: wp.array(dtype=wp.vec3),
+    v_last_valid: wp.array(dtype=wp.int32),
+    # out
+    body_q_prev: wp.array(dtype=wp.transform),
+    x_pred: wp.array(dtype=wp.vec3),
+    q_pred: wp.array(dtype=wp.quat),
+    v_pred: wp.array(dtype=wp.vec3),
+    body_q_out: wp.array(dtype=wp.transform),
+):
+    b = wp.tid()
+    X = body_q[b]
+    body_q_prev[b] = X
+    q = wp.transform_get_rotation(X)
+    com = body_com[b]
+    xc = wp.transform_point(X, com)
+    v = wp.spatial_top(body_qd[b])
+    w = wp.spatial_bottom(body_qd[b])
+    x0 = xc + v * dt  # initial iterate (below)
+    if is_dynamic(b, body_inv_mass, body_flags):
+        ng = gravity.shape[0]
+        gi = wp.clamp(body_world[b], 0, ng - 1)
+        g = wp.vec3(0.0)
+        if ng > 0:
+            g = gravity[gi]
+        # adaptive initial iterate (VBD): the momentum prediction plus the last step's
+        # acceleration along gravity, clamped to [0, |g|]: a body at rest starts at its previous
+        # (equilibrium) pose, so an unconverged solve does not sag by g dt^2 per step, and a
+        # falling one starts on its free-fall prediction
+        gl = wp.length(g)
+        if gl > 0.0:
+            gh = g / gl
+            a_g = gl  # no history (first step, reset): the free-fall prediction
+            if v_last_valid[b] != 0:
+                a_g = wp.clamp(wp.dot(v - v_last[b], gh) / dt, 0.0, gl)
+            x0 = x0 + gh * (a_g * dt * dt)
+        v_last[b] = v
+        v_last_valid[b] = 1
+        f = wp.vec3(0.0)
+        tau = wp.vec3(0.0)
+        if body_f.shape[0] > b:
+            f = wp.spatial_top(body_f[b])
+            tau = wp.spatial_bottom(body_f[b])
+        v = v + (g + f * body_inv_mass[b]) * dt
+        wb = wp.quat_rotate_inv(q, w)
+        tb = wp.quat_rotate_inv(q, tau) - wp.cross(wb, body_inertia[b] * wb)
+        wb = wb + (body_inv_inertia[b] * tb) * dt
+        w = wp.quat_rotate(q, wb)
+    xc = xc + v * dt
+    q = wp.normalize(quat_exp(w * dt) * q)
+    x_pred[b] = xc
+    q_pred[b] = q
+    v_pred[b] = v
+    if is_dynamic(b, body_inv_mass, body_flags):
+        xc = x0
+    body_q_out[b] = wp.transform(xc - wp.quat_rotate(q, com), q)
+
+
+@wp.kernel
+def end_step_kernel(
+    dt: float,
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_qd_in: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    x_pred: wp.array(dtype=wp.vec3),
+    v_pred: wp.array(dtype=wp.vec3),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
+):
+    b = wp.tid()
+    if not is_dynamic(b, body_inv_mass, body_flags):
+        body_qd_out[b] = body_qd_in[b]
+        return
+    X = body_q[b]
+    Xp = body_q_prev[b]
+    com = body_com[b]
+    # (x - x_begin)/dt written as the predicted velocity plus the solver's correction: the same
+    # value, without float32 cancellation of two large coordinates (free fall stays exact)
+    v = v_pred[b] + (wp.transform_point(X, com) - x_pred[b]) / dt
+    q = wp.transform_get_rotation(X)
+    qp = wp.transform_get_rotation(Xp)
+    w = quat_log(q * wp.quat_inverse(qp)) / dt
+    body_qd_out[b] = wp.spatial_vector(v, w)
+
+
+@wp.kernel
+def scale_joint_duals_kernel(
+    gamma: float,
+    k_start_lin: float,
+    k_start_ang: float,
+    lam_lin: wp.array(dtype=wp.vec3),
+    lam_ang: wp.array(dtype=wp.vec3),
+    pen: wp.array(dtype=wp.vec2),
+):
+    j = wp.tid()
+    lam_lin[j] = lam_lin[j] * gamma
+    lam_ang[j] = lam_ang[j] * gamma
+    p = pen[j]
+    pen[j] = wp.vec2(wp.max(p[0] * gamma, k_start_lin), wp.max(p[1] * gamma, k_start_ang))
+
+
+# --------------------------------------------------------------------------- joints
+@wp.func
+def joint_lin_proj(jt: int, nl: int, qs: int, joint_axis: wp.array(dtype=wp.vec3), R: wp.mat33):
+    """Projector onto the constrained linear directions (world)."""
+    P = wp.identity(3, dtype=float)
+    if jt == J_PRISMATIC or jt == J_D6:
+        for i in range(nl):
+            a = wp.normalize(R * joint_axis[qs + i])
+            P = P - wp.outer(a, a)
+    if jt == J_FREE or jt == J_DISTANCE:
+        P = wp.mat33(0.0)
+    return P
+
+
+@wp.func
+def joint_ang_proj(jt: int, nl: int, na: int, qs: int, joint_axis: wp.array(dtype=wp.vec3), R: wp.mat33):
+    """Projector onto the constrained angular directions (world)."""
+    P = wp.identity(3, dtype=float)
+    if jt == J_BALL or jt == J_FREE or jt == J_DISTANCE:
+        P = wp.mat33(0.0)
+    if jt == J_REVOLUTE or jt == J_D6:
+        for i in range(na):
+            a = wp.normalize(R * joint_axis[qs + nl + i])
+            P = P - wp.outer(a, a)
+    if na >= 3:
+        P = wp.mat33(0.0)
+    return P
+
+
+@wp.func
+def row_force(C: wp.vec3, lam: wp.vec3, k: float, rho: float, pen: float, C0: wp.vec3, alpha: float,
+              compliant: int):  # fmt: skip
+    """Structural row force (before projection) and its stiffness."""
+    if compliant != 0:
+        if k <= 0.0:
+            return wp.vec3(0.0), 0.0
+        keff = k * rho / (k + rho)
+        return lam + keff * (C - lam / k), keff
+    return lam + pen * (C - alpha * C0), pen
+
+
+@wp.func
+def alm_rows(C: wp.vec3, lam: wp.vec3, k: wp.vec3, rho: float, compliant: int):
+    """Per-component ROD rows: compliant ALM ``F = lam + k_eff (C - lam / k)`` (``k_eff = k rho /
+    (k + rho)``) or, on the legacy path, plain springs ``F = k C``. Returns ``(F, k_eff)``."""
+    F = wp.vec3(0.0)
+    ke = wp.vec3(0.0)
+    for i in range(3):
+        ki = k[i]
+        if ki > 0.0:
+            if compliant != 0:
+                # cap the material stiffness at ROD_K_CAP * rho: with a much stiffer row the
+                # per-sweep multiplier update winds up against the slow global modes of long
+                # chains (diverges); the capped row still stretches only ~g dt^2 / ROD_K_CAP
+                ki = wp.min(ki, ROD_K_CAP * rho)
+                kf = ki * rho / (ki + rho)
+                F[i] = lam[i] + kf * (C[i] - lam[i] / ki)
+                ke[i] = kf
+            else:
+                F[i] = ki * C[i]
+                ke[i] = ki
+    return F, ke
+
+
+@wp.func
+def rod_rho(p: int, c: int, dt: float, body_inv_mass: wp.array(dtype=float), body_flags: wp.array(dtype=wp.int32),
+            body_inertia: wp.array(dtype=wp.mat33)):  # fmt: skip
+    ml = wp.min(mass_of(p, body_inv_mass, body_flags), mass_of(c, body_inv_mass, body_flags))
+    ia = wp.min(inertia_of(p, body_inv_mass, body_flags, body_inertia),
+                inertia_of(c, body_inv_mass, body_flags, body_inertia))  # fmt: skip
+    return ROD_RHO_SCALE * ml / (dt * dt), ROD_RHO_SCALE * ia / (dt * dt)
+
+
+@wp.kernel
+def joint_accumulate_kernel(
+    color: int,  # -1: every body (report mode is not used for joints)
+    dt: float,
+    compliant: int,
+    alpha: float,
+    lin_ke: float,
+    ang_ke: float,
+    lin_kd: float,
+    ang_kd: float,
+    body_color: wp.array(dtype=wp.int32),
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    j_nlin: wp.array(dtype=wp.int32),
+    j_nang: wp.array(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    target_q: wp.array(dtype=float),
+    target_qd: wp.array(dtype=float),
+    target_ke: wp.array(dtype=float),
+    target_kd: wp.array(dtype=float),
+    limit_lower: wp.array(dtype=float),
+    limit_upper: wp.array(dtype=float),
+    limit_ke: wp.array(dtype=float),
+    limit_kd: wp.array(dtype=float),
+    rod_ke: wp.array(dtype=wp.spatial_vector),
+    rod_kd: wp.array(dtype=wp.spatial_vector),
+    rod_rest: wp.array(dtype=wp.quat),
+    lam_lin: wp.array(dtype=wp.vec3),
+    lam_ang: wp.array(dtype=wp.vec3),
+    pen: wp.array(dtype=wp.vec2),
+    C0_lin: wp.array(dtype=wp.vec3),
+    C0_ang: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    # out
+    acc_f: wp.array(dtype=wp.spatial_vector),
+    acc_ll: wp.array(dtype=wp.mat33),
+    acc_la: wp.array(dtype=wp.mat33),
+    acc_aa: wp.array(dtype=wp.mat33),
+):
+    j = wp.tid()
+    if not joint_enabled[j]:
+        return
+    jt = joint_type[j]
+    if jt == J_FREE or jt == J_DISTANCE:
+        return
+    p = joint_parent[j]
+    c = joint_child[j]
+    pa = False
+    if p >= 0:
+        pa = is_dynamic(p, body_inv_mass, body_flags) and (color < 0 or body_color[p] == color)
+    ca = is_dynamic(c, body_inv_mass, body_flags) and (color < 0 or body_color[c] == color)
+    if not pa and not ca:
+        return
+    Xwp = body_X(p, body_q) * joint_X_p[j]
+    Xwc = body_X(c, body_q) * joint_X_c[j]
+    Xwp0 = body_X(p, body_q_prev) * joint_X_p[j]
+    Xwc0 = body_X(c, body_q_prev) * joint_X_c[j]
+    pp = wp.transform_get_translation(Xwp)
+    pc = wp.transform_get_translation(Xwc)
+    qp = wp.transform_get_rotation(Xwp)
+    qc = wp.transform_get_rotation(Xwc)
+    R = wp.quat_to_matrix(qp)
+    d = pc - pp
+    d0 = wp.transform_get_translation(Xwc0) - wp.transform_get_translation(Xwp0)
+    qs = joint_qd_start[j]
+    cs = joint_q_start[j]
+    nl = j_nlin[j]
+    na = j_nang[j]
+    rp = pp - body_com_world(p, body_q, body_com)
+    rc = pc - body_com_world(c, body_q, body_com)
+
+    Gl = wp.vec3(0.0)  # gradient at the child anchor point (parent: -Gl)
+    Kl = wp.mat33(0.0)
+    Ga = wp.vec3(0.0)  # angular gradient on the child (parent: -Ga)
+    Ka = wp.mat33(0.0)
+    if jt == J_ROD:
+        ke = rod_ke[j]
+        kd = rod_kd[j]
+        dl = wp.transpose(R) * d
+        dl0 = wp.quat_rotate_inv(wp.transform_get_rotation(Xwp0), d0)
+        kel = wp.vec3(ke[0], ke[1], ke[2])
+        kdl = wp.vec3(kd[0], kd[1], kd[2])
+        rho_l, rho_a = rod_rho(p, c, dt, body_inv_mass, body_flags, body_inertia)
+        Fel, kfl = alm_rows(dl, wp.transpose(R) * lam_lin[j], kel, rho_l, compliant)
+        Fl = Fel + wp.cw_mul(kdl, dl - dl0) / dt
+        Gl = R * Fl
+        Kl = R * wp.diag(kfl + kdl / dt) * wp.transpose(R)
+        q0 = rod_rest[j]
+        qrel = wp.quat_inverse(qp) * qc
+        kap = quat_log(wp.quat_inverse(q0) * qrel)
+        qrel0 = wp.quat_inverse(wp.transform_get_rotation(Xwp0)) * wp.transform_get_rotation(Xwc0)
+        kap0 = quat_log(wp.quat_inverse(q0) * qrel0)
+        kea = wp.vec3(ke[3], ke[4], ke[5])
+        kda = wp.vec3(kd[3], kd[4], kd[5])
+        RB = wp.quat_to_matrix(qp * q0)
+        # bend / twist: material springs (their multipliers with the small angular metric
+        # destabilise long chains; these rows are soft next to the stretch/shear rows)
+        Fea, kfa = alm_rows(kap, lam_ang[j], kea, rho_a, 0)
+        Fa = Fea + wp.cw_mul(kda, kap - kap0) / dt
+        Ga = RB * Fa
+        Ka = RB * wp.diag(kfa + kda / dt) * wp.transpose(RB)
+    else:
+        ml = wp.min(mass_of(p, body_inv_mass, body_flags), mass_of(c, body_inv_mass, body_flags))
+        ia = wp.min(inertia_of(p, body_inv_mass, body_flags, body_inertia),
+                    inertia_of(c, body_inv_mass, body_flags, body_inertia))  # fmt: skip
+        rho_l = RHO_SCALE * ml / (dt * dt)
+        rho_a = RHO_SCALE * ia / (dt * dt)
+        pj = pen[j]
+        # structural linear rows
+        Pl = joint_lin_proj(jt, nl, qs, joint_axis, R)
+        Cl = Pl * d
+        Fl, kl = row_force(Cl, Pl * lam_lin[j], lin_ke, rho_l, pj[0], Pl * C0_lin[j], alpha, compliant)
+        Gl = Pl * Fl + lin_kd * (Pl * (d - d0)) / dt
+        Kl = (kl + lin_kd / dt) * Pl
+        # structural angular rows
+        phi = quat_log(qc * wp.quat_inverse(qp))
+        qp0 = wp.transform_get_rotation(Xwp0)
+        phi0 = quat_log(wp.transform_get_rotation(Xwc0) * wp.quat_inverse(qp0))
+        Pa = joint_ang_proj(jt, nl, na, qs, joint_axis, R)
+        Ca = Pa * phi
+        Fa, ka = row_force(Ca, Pa * lam_ang[j], ang_ke, rho_a, pj[1], Pa * C0_ang[j], alpha, compliant)
+        Ga = Pa * Fa + ang_kd * (Pa * (phi - phi0)) / dt
+        Ka = (ka + ang_kd / dt) * Pa
+        # drives and limits
+        if jt == J_PRISMATIC or jt == J_REVOLUTE or jt == J_D6:
+            qrel = wp.quat_inverse(qp) * qc
+            qrel0 = wp.quat_inverse(qp0) * wp.transform_get_rotation(Xwc0)
+            for i in range(nl + na):
+                dof = qs + i
+                axl = wp.normalize(joint_axis[dof])
+                a = R * axl
+                x = float(0.0)
+                v = float(0.0)
+                if i < nl:
+                    x = wp.dot(a, d)
+                    v = (x - wp.dot(a, d0)) / dt
+                else:
+                    x = twist_angle(qrel, axl)
+                    v = wrap_angle(x - twist_angle(qrel0, axl)) / dt
+                F = float(0.0)
+                k = float(0.0)
+                tke = target_ke[dof]
+                tkd = target_kd[dof]
+                if tke > 0.0 or tkd > 0.0:
+                    tq = float(0.0)
+                    tv = float(0.0)
+                    if target_q.shape[0] > cs + i:
+                        tq = target_q[cs + i]
+                    if target_qd.shape[0] > dof:
+                        tv = target_qd[dof]
+                    err = x - tq
+                    if i >= nl:
+                        err = wrap_angle(err)
+                    F = F + tke * err + tkd * (v - tv)
+                    k = k + tke + tkd / dt
+                lo = limit_lower[dof]
+                hi = limit_upper[dof]
+                if x < lo:
+                    F = F + limit_ke[dof] * (x - lo) + limit_kd[dof] * wp.min(v, 0.0)
+                    k = k + limit_ke[dof] + limit_kd[dof] / dt
+                elif x > hi:
+                    F = F + limit_ke[dof] * (x - hi) + limit_kd[dof] * wp.max(v, 0.0)
+                    k = k + limit_ke[dof] + limit_kd[dof] / dt
+                if k > 0.0 or F != 0.0:
+                    if i < nl:
+                        Gl = Gl + F * a
+                        Kl = Kl + k * wp.outer(a, a)
+                    else:
+                        Ga = Ga + F * a
+                        Ka = Ka + k * wp.outer(a, a)
+    if ca:
+        add_point(c, Gl, Kl, rc, acc_f, acc_ll, acc_la, acc_aa)
+        add_angular(c, Ga, Ka, acc_f, acc_aa)
+    if pa:
+        add_point(p, -Gl, Kl, rp, acc_f, acc_ll, acc_la, acc_aa)
+        add_angular(p, -Ga, Ka, acc_f, acc_aa)
+
+
+@wp.kernel
+def joint_dual_kernel(
+    init: int,  # 1: store C0 (legacy stabilisation) instead of a dual update
+    rod_pass: int,  # 0: update the non-ROD joints (per iteration); 1: the ROD rows (once per step)
+    dt: float,
+    compliant: int,
+    alpha: float,
+    lin_ke: float,
+    ang_ke: float,
+    lin_beta: float,
+    ang_beta: float,
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    j_nlin: wp.array(dtype=wp.int32),
+    j_nang: wp.array(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    rod_ke: wp.array(dtype=wp.spatial_vector),
+    rod_rest: wp.array(dtype=wp.quat),
+    body_q: wp.array(dtype=wp.transform),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    lam_lin: wp.array(dtype=wp.vec3),
+    lam_ang: wp.array(dtype=wp.vec3),
+    pen: wp.array(dtype=wp.vec2),
+    C0_lin: wp.array(dtype=wp.vec3),
+    C0_ang: wp.array(dtype=wp.vec3),
+):
+    j = wp.tid()
+    jt = joint_type[j]
+    if (jt == J_ROD) != (rod_pass != 0):
+        return
+    if jt == J_FREE or jt == J_DISTANCE or not joint_enabled[j] or (jt == J_ROD and compliant == 0):
+        lam_lin[j] = wp.vec3(0.0)
+        lam_ang[j] = wp.vec3(0.0)
+        return
+    p = joint_parent[j]
+    c = joint_child[j]
+    if not is_dynamic(p, body_inv_mass, body_flags) and not is_dynamic(c, body_inv_mass, body_flags):
+        return
+    Xwp = body_X(p, body_q) * joint_X_p[j]
+    Xwc = body_X(c, body_q) * joint_X_c[j]
+    qp = wp.transform_get_rotation(Xwp)
+    if jt == J_ROD:
+        # ROD stretch/shear multipliers (elastic part only) are stored in world axes, like the
+        # other joints' (a multiplier frozen in the parent frame is a follower force during
+        # the sweep); bend/twist rows are plain springs
+        if init != 0:
+            return
+        ke = rod_ke[j]
+        dlr = wp.quat_rotate_inv(qp, wp.transform_get_translation(Xwc) - wp.transform_get_translation(Xwp))
+        rl, ra = rod_rho(p, c, dt, body_inv_mass, body_flags, body_inertia)
+        Flr, kl_ = alm_rows(dlr, wp.quat_rotate_inv(qp, lam_lin[j]), wp.vec3(ke[0], ke[1], ke[2]), rl, compliant)
+        lam_lin[j] = wp.quat_rotate(qp, Flr)
+        lam_ang[j] = wp.vec3(0.0)
+        return
+    R = wp.quat_to_matrix(qp)
+    d = wp.transform_get_translation(Xwc) - wp.transform_get_translation(Xwp)
+    phi = quat_log(wp.transform_get_rotation(Xwc) * wp.quat_inverse(qp))
+    qs = joint_qd_start[j]
+    Pl = joint_lin_proj(jt, j_nlin[j], qs, joint_axis, R)
+    Pa = joint_ang_proj(jt, j_nlin[j], j_nang[j], qs, joint_axis, R)
+    Cl = Pl * d
+    Ca = Pa * phi
+    if init != 0:
+        C0_lin[j] = Cl
+        C0_ang[j] = Ca
+        return
+    ml = wp.min(mass_of(p, body_inv_mass, body_flags), mass_of(c, body_inv_mass, body_flags))
+    ia = wp.min(inertia_of(p, body_inv_mass, body_flags, body_inertia),
+                inertia_of(c, body_inv_mass, body_flags, body_inertia))  # fmt: skip
+    pj = pen[j]
+    Fl, kl = row_force(Cl, Pl * lam_lin[j], lin_ke, RHO_SCALE * ml / (dt * dt), pj[0], Pl * C0_lin[j], alpha,
+                       compliant)  # fmt: skip
+    Fa, ka = row_force(Ca, Pa * lam_ang[j], ang_ke, RHO_SCALE * ia / (dt * dt), pj[1], Pa * C0_ang[j], alpha,
+                       compliant)  # fmt: skip
+    lam_lin[j] = Pl * Fl
+    lam_ang[j] = Pa * Fa
+    if compliant == 0:
+        pen[j] = wp.vec2(wp.min(pj[0] + lin_beta * wp.length(Cl), PEN_MAX),
+                         wp.min(pj[1] + ang_beta * wp.length(Ca), PEN_MAX))  # fmt: skip
+
+
+# --------------------------------------------------------------------------- contacts
+@wp.func
+def contact_material(
+    ci: int,
+    s0: int,
+    s1: int,
+    c_stiffness: wp.array(dtype=float),
+    c_damping: wp.array(dtype=float),
+    c_friction: wp.array(dtype=float),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
+    shape_mu: wp.array(dtype=float),
+):
+    ke = 0.5 * (shape_ke[s0] + shape_ke[s1])
+    kd = 0.5 * (shape_kd[s0] + shape_kd[s1])
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    if c_stiffness.shape[0] > ci:
+        if c_stiffness[ci] > 0.0:
+            ke = c_stiffness[ci]
+    if c_damping.shape[0] > ci:
+        if c_damping[ci] > 0.0:
+            kd = c_damping[ci]
+    if c_friction.shape[0] > ci:
+        if c_friction[ci] > 0.0:
+            mu = c_friction[ci]
+    return ke, kd, mu
+
+
+@wp.kernel
+def contact_kernel(
+    mode: int,  # 0: accumulate gradient/Hessian for bodies of `color`; 1: dual update; 2: report wrench
+    color: int,
+    dt: float,
+    compliant: int,
+    hard: int,
+    friction_eps: float,
+    count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    c_stiffness: wp.array(dtype=float),
+    c_damping: wp.array(dtype=float),
+    c_friction: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
+    shape_mu: wp.array(dtype=float),
+    body_color: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    lam: wp.array(dtype=float),
+    pen: wp.array(dtype=float),
+    beta: float,
+    # out
+    acc_f: wp.array(dtype=wp.spatial_vector),
+    acc_ll: wp.array(dtype=wp.mat33),
+    acc_la: wp.array(dtype=wp.mat33),
+    acc_aa: wp.array(dtype=wp.mat33),
+):
+    ci = wp.tid()
+    if ci >= count[0]:
+        return
+    s0 = shape0[ci]
+    s1 = shape1[ci]
+    if s0 < 0 or s1 < 0:
+        return
+    b0 = shape_body[s0]
+    b1 = shape_body[s1]
+    d0 = is_dynamic(b0, body_inv_mass, body_flags)
+    d1 = is_dynamic(b1, body_inv_mass, body_flags)
+    if not d0 and not d1:
+        return
+    a0 = d0
+    a1 = d1
+    if mode == 0:
+        a0 = d0 and body_color[b0] == color
+        a1 = d1 and body_color[b1] == color
+        if not a0 and not a1:
+            return
+    n = normal[ci]
+    X0 = body_X(b0, body_q)
+    X1 = body_X(b1, body_q)
+    P0 = body_X(b0, body_q_prev)
+    P1 = body_X(b1, body_q_prev)
+    p0 = wp.transform_point(X0, point0[ci]) + n * margin0[ci]
+    p1 = wp.transform_point(X1, point1[ci]) - n * margin1[ci]
+    p0o = wp.transform_point(P0, point0[ci]) + n * margin0[ci]
+    p1o = wp.transform_point(P1, point1[ci]) - n * margin1[ci]
+    gap = wp.dot(n, p1 - p0)
+    gap_o = wp.dot(n, p1o - p0o)
+    ke, kd, mu = contact_material(ci, s0, s1, c_stiffness, c_damping, c_friction, shape_ke, shape_kd, shape_mu)
+    # row: F <= 0 is compressive (the gradient at p1 is F n)
+    F = float(0.0)
+    kn = float(0.0)
+    l = lam[ci]
+    if compliant != 0:
+        m = wp.min(mass_of(b0, body_inv_mass, body_flags), mass_of(b1, body_inv_mass, body_flags))
+        rho = RHO_SCALE * m / (dt * dt)
+        if ke > 0.0:
+            kn = ke * rho / (ke + rho)
+            F = l + kn * (gap - l / ke)
+        else:
+            kn = rho
+            F = l + rho * gap
+    else:
+        kn = pen[ci]
+        if hard == 0:
+            kn = wp.min(kn, ke)
+            l = 0.0
+        F = l + kn * gap
+    if mode == 1:
+        lam[ci] = wp.min(F, 0.0)
+        if compliant == 0 and hard == 0:
+            lam[ci] = 0.0
+        if compliant == 0:
+            pen[ci] = wp.min(pen[ci] + beta * wp.abs(wp.min(gap, 0.0)), PEN_MAX)
+        return
+    if F >= 0.0:
+        return
+    # damping (only while compressive)
+    vn = (gap - gap_o) / dt
+    Fd = F + kd * vn
+    k_n = kn
+    if Fd < 0.0:
+        F = Fd
+        k_n = kn + kd / dt
+    fn = -F
+    G1 = F * n
+    K = k_n * wp.outer(n, n)
+    # friction (lagged normal force, smoothed Coulomb)
+    if mu > 0.0:
+        u = (p1 - p1o) - (p0 - p0o)
+        ut = u - n * wp.dot(n, u)
+        lu = wp.length(ut)
+        eps = friction_eps * dt
+        s = mu * fn / wp.max(lu, eps)
+        G1 = G1 + s * ut
+        K = K + s * (wp.identity(3, dtype=float) - wp.outer(n, n))
+    if mode == 2:
+        if d1:
+            f = -G1
+            r1 = p1 - body_com_world(b1, body_q, body_com)
+            wp.atomic_add(acc_f, b1, wp.spatial_vector(f, wp.cross(r1, f)))
+        if d0:
+            f = G1
+            r0 = p0 - body_com_world(b0, body_q, body_com)
+            wp.atomic_add(acc_f, b0, wp.spatial_vector(f, wp.cross(r0, f)))
+        return
+    if a1:
+        add_point(b1, G1, K, p1 - body_com_world(b1, body_q, body_com), acc_f, acc_ll, acc_la, acc_aa)
+    if a0:
+        add_point(b0, -G1, K, p0 - body_com_world(b0, body_q, body_com), acc_f, acc_ll, acc_la, acc_aa)
+
+
+@wp.kernel
+def contact_reset_kernel(k_start: float, lam: wp.array(dtype=float), pen: wp.array(dtype=float)):
+    i = wp.tid()
+    lam[i] = 0.0
+    pen[i] = k_start
+
+
+# --------------------------------------------------------------------------- block solve
+@wp.func
+def spd_inverse(A: wp.mat33):
+    tr = wp.abs(A[0, 0]) + wp.abs(A[1, 1]) + wp.abs(A[2, 2])
+    A = A + wp.identity(3, dtype=float) * (1.0e-9 * tr + 1.0e-20)
+    det = wp.determinant(A)
+    if wp.abs(det) < 1.0e-30:
+        A = A + wp.identity(3, dtype=float) * (1.0e-6 * tr + 1.0e-12)
+    return wp.inverse(A)
+
+
+@wp.kernel
+def solve_bodies_kernel(
+    dt: float,
+    group: wp.array(dtype=wp.int32),
+    x_pred: wp.array(dtype=wp.vec3),
+    q_pred: wp.array(dtype=wp.quat),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    ext_f: wp.array(dtype=wp.spatial_vector),
+    ext_ll: wp.array(dtype=wp.mat33),
+    ext_la: wp.array(dtype=wp.mat33),
+    ext_aa: wp.array(dtype=wp.mat33),
+    acc_f: wp.array(dtype=wp.spatial_vector),
+    acc_ll: wp.array(dtype=wp.mat33),
+    acc_la: wp.array(dtype=wp.mat33),
+    acc_aa: wp.array(dtype=wp.mat33),
+    body_q: wp.array(dtype=wp.transform),
+):
+    b = group[wp.tid()]
+    af = acc_f[b]
+    all_ = acc_ll[b]
+    ala = acc_la[b]
+    aaa = acc_aa[b]
+    acc_f[b] = wp.spatial_vector()
+    acc_ll[b] = wp.mat33(0.0)
+    acc_la[b] = wp.mat33(0.0)
+    acc_aa[b] = wp.mat33(0.0)
+    if not is_dynamic(b, body_inv_mass, body_flags):
+        return
+    X = body_q[b]
+    q = wp.transform_get_rotation(X)
+    com = body_com[b]
+    xc = wp.transform_point(X, com)
+    m = 1.0 / body_inv_mass[b]
+    R = wp.quat_to_matrix(q)
+    Iw = R * body_inertia[b] * wp.transpose(R)
+    idt2 = 1.0 / (dt * dt)
+    th = quat_log(q * wp.quat_inverse(q_pred[b]))
+    ef = ext_f[b]
+    gx = m * idt2 * (xc - x_pred[b]) + wp.spatial_top(af) - wp.spatial_top(ef)
+    ga = idt2 * (Iw * th) + wp.spatial_bottom(af) - wp.spatial_bottom(ef)
+    A = m * idt2 * wp.identity(3, dtype=float) + all_ + ext_ll[b]
+    B = ala + ext_la[b]
+    D = idt2 * Iw + aaa + ext_aa[b]
+    Ai = spd_inverse(A)
+    S = D - wp.transpose(B) * Ai * B
+    S = 0.5 * (S + wp.transpose(S))
+    Si = spd_inverse(S)
+    dth = Si * (-ga + wp.transpose(B) * (Ai * gx))
+    dx = Ai * (-gx - B * dth)
+    xc = xc + dx
+    q = wp.normalize(quat_exp(dth) * q)
+    body_q[b] = wp.transform(xc - wp.quat_rotate(q, com), q)
