@@ -105,10 +105,12 @@ class SolverVBD(SolverBase, CouplingInterface):
         rigid_avbd_angular_beta: angular override of ``rigid_avbd_beta``.
         rigid_avbd_gamma: per-step retention of multipliers (and legacy penalties) in [0, 1].
         rigid_contact_hard: legacy body-body contact mode (``None``: hard).
-        rigid_contact_history: keep body-body contact multipliers across steps (``None``: off).
+        rigid_contact_history: not implemented: body-body contact multipliers restart every step
+            (``None`` / ``False`` only).
         rigid_contact_k_start: legacy contact penalty seed [N/m] (``None``: 100).
-        rigid_body_contact_buffer_size: body-body contacts kept per body.
-        rigid_body_particle_contact_buffer_size: body-particle contacts kept per body.
+        rigid_body_contact_buffer_size: validated capacity (>= 1); contacts are read from the
+            ``Contacts`` rows directly, so no per-body list can overflow.
+        rigid_body_particle_contact_buffer_size: validated capacity (>= 1), as above.
         rigid_soft_contact_use_log_barrier: not implemented (must be ``False``).
         rigid_joint_linear_ke: structural stiffness of non-rod linear joint rows [N/m] (1e5).
         rigid_joint_angular_ke: structural stiffness of non-rod angular joint rows [N m/rad] (1e5).
@@ -248,6 +250,8 @@ class SolverVBD(SolverBase, CouplingInterface):
             "collision_frequency": (collision_frequency, None),
             "collision_frequency_type": (collision_frequency_type, None),
         }
+        if rigid_contact_history:  # body-body multipliers restart every step (no contact matching)
+            unsupported["rigid_contact_history"] = (rigid_contact_history, None)
         for name, (value, default) in unsupported.items():
             if value is not default and value != default:
                 raise NotImplementedError(

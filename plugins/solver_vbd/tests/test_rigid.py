@@ -105,7 +105,7 @@ def test_friction_sticks_on_shallow_slope():
     assert abs(_slope_run(15.0, 0.5)) < 5e-3  # friction angle 26.6 deg
 
 
-@pytest.mark.xfail(strict=False, reason="sliding box: the per-body Newton step 2-cycles (the box rocks between "
+@pytest.mark.xfail(strict=True, reason="sliding box: the per-body Newton step 2-cycles (the box rocks between "
                    "its leading and trailing contacts every sweep; the final-iterate friction is exactly mu f_n) and "
                    "the box creeps at ~0.1 m/s: 0.11 m vs 1.27 m analytic")
 def test_friction_on_slope():
@@ -242,7 +242,7 @@ def test_kinematic_body_pushes_dynamic_one():
     assert q[dyn, 0] > 0.15
 
 
-@pytest.mark.xfail(strict=False, reason="bodies without joints share one colour: same-colour contacts are "
+@pytest.mark.xfail(strict=True, reason="bodies without joints share one colour: same-colour contacts are "
                    "Jacobi-coupled and the bottom box is driven through the ground")
 def test_box_stack_of_three():
     b = newton.ModelBuilder()
