@@ -42,3 +42,49 @@ def harvest_impulse_kernel(
     t = time_in[0]
     if t > 0.0:
         out_body_f[p] = out_body_f[p] + impulse_in[b] / t
+
+
+@wp.func
+def _rotation_vector(q: wp.quat):
+    """Rotation vector of ``q`` (shortest arc) [rad]."""
+    w = q[3]
+    v = wp.vec3(q[0], q[1], q[2])
+    if w < 0.0:
+        w = -w
+        v = -v
+    s = wp.length(v)
+    if s < 1.0e-9:
+        return 2.0 * v
+    return v * (2.0 * wp.atan2(s, w) / s)
+
+
+@wp.kernel
+def inertial_impulse_kernel(
+    # Model:
+    body_com: wp.array(dtype=wp.vec3),  # COM in the body frame [m]
+    body_mass: wp.array(dtype=float),  # [kg]
+    body_inertia: wp.array(dtype=wp.mat33),  # about the COM, body frame [kg m^2]
+    body_inv_mass: wp.array(dtype=float),
+    # State in:
+    body_q_in: wp.array(dtype=wp.transform),  # end-of-step poses
+    x_pred_in: wp.array(dtype=wp.vec3),  # inertial prediction of the COM [m] (gravity, body_f included)
+    q_pred_in: wp.array(dtype=wp.quat),  # inertial prediction of the orientation
+    dt: float,
+    # Out:
+    impulse_out: wp.array(dtype=wp.spatial_vector),  # accumulated interaction impulse [N s, N m s]
+    time_out: wp.array(dtype=float),  # accumulated time [s]
+):
+    """The impulse the step's interactions (contacts, attachments, joints) applied to each body:
+    the inertial residual ``M (x - x_pred) / dt`` of the solved pose against the prediction, which
+    already contains gravity and the force input, so neither is counted."""
+    b = wp.tid()
+    if b == 0:
+        time_out[0] = time_out[0] + dt
+    if body_inv_mass[b] <= 0.0:
+        return
+    X = body_q_in[b]
+    q = wp.transform_get_rotation(X)
+    lin = body_mass[b] * (wp.transform_point(X, body_com[b]) - x_pred_in[b]) / dt
+    R = wp.quat_to_matrix(q)
+    ang = (R * body_inertia[b] * wp.transpose(R)) * _rotation_vector(q * wp.quat_inverse(q_pred_in[b])) / dt
+    impulse_out[b] = impulse_out[b] + wp.spatial_vector(lin, ang)

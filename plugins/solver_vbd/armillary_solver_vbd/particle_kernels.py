@@ -392,6 +392,8 @@ def body_contact_fh(
     contact_body_vel: wp.array(dtype=wp.vec3),
     contact_normal: wp.array(dtype=wp.vec3),
     shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
     body_q_prev: wp.array(dtype=wp.transform),
@@ -400,8 +402,17 @@ def body_contact_fh(
     mu: float,
     eps_u: float,
 ):
-    """Force and Hessian on the particle of soft contact ``c`` (penalty, damping, friction)."""
+    """Force and Hessian on the particle of soft contact ``c`` (penalty, damping, friction).
+
+    Material of the pair, as the reference engine combines it (measured, see
+    ``tests/test_reference_parity.py``): stiffness ``(soft_contact_ke + shape_material_ke) / 2``
+    [N/m], damping ``(soft_contact_kd + shape_material_kd) / 2`` [N s/m] on the approach speed,
+    friction ``sqrt(soft_contact_mu * shape_material_mu)``."""
     shape = contact_shape[c]
+    if shape >= 0 and shape_mu.shape[0] > shape:
+        ke = 0.5 * (ke + shape_ke[shape])
+        kd = 0.5 * (kd + shape_kd[shape])
+        mu = wp.sqrt(wp.max(mu * shape_mu[shape], 0.0))
     b = int(-1)
     if shape >= 0:
         b = shape_body[shape]
@@ -427,10 +438,7 @@ def body_contact_fh(
     if kd > 0.0 and vn < 0.0:
         f = f - (kd / dt) * vn * n
         H = H + (kd / dt) * nn
-    m = mu
-    if shape >= 0 and shape_mu.shape[0] > shape:
-        m = 0.5 * (mu + shape_mu[shape])
-    f, H = friction_term(m * ke * pen, dx - vn * n, n, eps_u, f, H)
+    f, H = friction_term(mu * ke * pen, dx - vn * n, n, eps_u, f, H)
     return f, H
 
 
@@ -596,6 +604,8 @@ def solve_kernel(
     contact_body_vel: wp.array(dtype=wp.vec3),
     contact_normal: wp.array(dtype=wp.vec3),
     shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
     body_q_prev: wp.array(dtype=wp.transform),
@@ -669,8 +679,8 @@ def solve_kernel(
     for k in range(nc):
         c = contact_list[v * contact_capacity + k]
         fc, Hc = body_contact_fh(c, xv, dxv, radius[v], dt, contact_shape, contact_body_pos, contact_body_vel,
-                                 contact_normal, shape_body, shape_mu, body_q, body_q_prev, contact_ke, contact_kd,
-                                 contact_mu, eps_u)  # fmt: skip
+                                 contact_normal, shape_body, shape_ke, shape_kd, shape_mu, body_q, body_q_prev,
+                                 contact_ke, contact_kd, contact_mu, eps_u)  # fmt: skip
         f = f + fc
         H = H + Hc
 
@@ -810,6 +820,8 @@ def contact_reaction_kernel(
     contact_body_vel: wp.array(dtype=wp.vec3),
     contact_normal: wp.array(dtype=wp.vec3),
     shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
     body_q_prev: wp.array(dtype=wp.transform),
@@ -838,8 +850,8 @@ def contact_reaction_kernel(
         return
     xv = x[v]
     fp, Hp = body_contact_fh(c, xv, xv - x_prev[v], radius[v], dt, contact_shape, contact_body_pos,
-                             contact_body_vel, contact_normal, shape_body, shape_mu, body_q, body_q_prev, ke, kd,
-                             mu, eps_u)  # fmt: skip
+                             contact_body_vel, contact_normal, shape_body, shape_ke, shape_kd, shape_mu, body_q,
+                             body_q_prev, ke, kd, mu, eps_u)  # fmt: skip
     if wp.length_sq(fp) == 0.0 and H_is_zero(Hp):
         return
     p = wp.transform_point(body_q[b], contact_body_pos[c])

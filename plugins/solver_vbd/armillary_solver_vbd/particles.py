@@ -149,8 +149,11 @@ class ParticleVBD:
         if self.shape_body is None or _n(m, "shape_count") == 0:
             self.shape_body = self._empty_i
         self.shape_mu = getattr(m, "shape_material_mu", None)
-        if self.shape_mu is None or _n(m, "shape_count") == 0:
-            self.shape_mu = wp.zeros(0, dtype=float, device=dev)
+        self.shape_ke = getattr(m, "shape_material_ke", None)
+        self.shape_kd = getattr(m, "shape_material_kd", None)
+        if self.shape_mu is None or self.shape_ke is None or self.shape_kd is None or _n(m, "shape_count") == 0:
+            # no per-shape material: the model's soft_contact_* values alone
+            self.shape_mu = self.shape_ke = self.shape_kd = wp.zeros(0, dtype=float, device=dev)
         self.contact_ke = float(getattr(m, "soft_contact_ke", 1.0e3))
         self.contact_kd = float(getattr(m, "soft_contact_kd", 0.0))
         self.contact_mu = float(getattr(m, "soft_contact_mu", 0.5))
@@ -213,8 +216,8 @@ class ParticleVBD:
                               m.spring_indices, m.spring_rest_length, m.spring_stiffness, m.spring_damping,
                               *self.adj_tri, *self.adj_edge, *self.adj_tet, *self.adj_spr,
                               CONTACT_CAPACITY, self.contact_count, self.contact_list, cshape, cpos, cvel, cnorm,
-                              self.shape_body, self.shape_mu, body_q, body_q_prev, self.contact_ke,
-                              self.contact_kd, self.contact_mu, eps_u,
+                              self.shape_body, self.shape_ke, self.shape_kd, self.shape_mu, body_q, body_q_prev,
+                              self.contact_ke, self.contact_kd, self.contact_mu, eps_u,
                               self.att_off, self.att_adj, self.att_body, self.att_point, self.att_ke, self.att_kd,
                               self.att_enabled, *sc_args],
                       device=self.device)  # fmt: skip
@@ -238,8 +241,8 @@ class ParticleVBD:
             wp.launch(K.contact_reaction_kernel, dim=contacts.soft_contact_max,
                       inputs=[float(dt), self.x, self.x_prev, m.particle_radius, m.particle_inv_mass, m.particle_flags,
                               contacts.soft_contact_count, contacts.soft_contact_particle, cshape, cpos, cvel, cnorm,
-                              self.shape_body, self.shape_mu, body_q, body_q_prev, m.body_com, m.body_inv_mass,
-                              self.contact_ke, self.contact_kd, self.contact_mu, self.friction_epsilon * float(dt)],
+                              self.shape_body, self.shape_ke, self.shape_kd, self.shape_mu, body_q, body_q_prev,
+                              m.body_com, m.body_inv_mass, self.contact_ke, self.contact_kd, self.contact_mu, self.friction_epsilon * float(dt)],
                       outputs=[out_f, out_h_ll, out_h_la, out_h_aa], device=self.device)  # fmt: skip
         if self.att_count:
             wp.launch(K.attachment_reaction_kernel, dim=self.att_count,

@@ -644,15 +644,13 @@ def contact_material(
     return ke, kd, mu
 
 
-@wp.kernel
-def contact_kernel(
-    mode: int,  # 0: accumulate gradient/Hessian for bodies of `color`; 1: dual update; 2: report wrench
-    color: int,
+@wp.func
+def contact_eval(
+    ci: int,
     dt: float,
     compliant: int,
     hard: int,
     friction_eps: float,
-    count: wp.array(dtype=wp.int32),
     shape0: wp.array(dtype=wp.int32),
     shape1: wp.array(dtype=wp.int32),
     point0: wp.array(dtype=wp.vec3),
@@ -667,41 +665,27 @@ def contact_kernel(
     shape_ke: wp.array(dtype=float),
     shape_kd: wp.array(dtype=float),
     shape_mu: wp.array(dtype=float),
-    body_color: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transform),
     body_q_prev: wp.array(dtype=wp.transform),
-    body_com: wp.array(dtype=wp.vec3),
     body_inv_mass: wp.array(dtype=float),
     body_flags: wp.array(dtype=wp.int32),
     lam: wp.array(dtype=float),
     pen: wp.array(dtype=float),
-    beta: float,
-    # out
-    acc_f: wp.array(dtype=wp.spatial_vector),
-    acc_ll: wp.array(dtype=wp.mat33),
-    acc_la: wp.array(dtype=wp.mat33),
-    acc_aa: wp.array(dtype=wp.mat33),
 ):
-    ci = wp.tid()
-    if ci >= count[0]:
-        return
+    """One contact row at the current iterate. Returns ``(state, p0, p1, G1, K, F, gap)``:
+    ``state`` 0: no dynamic body, 1: separated (``F >= 0``; only the dual update uses it), 2:
+    compressive; ``G1`` is the energy gradient at ``p1`` (``-G1`` at ``p0``), ``K`` its
+    (non-symmetric) Jacobian, ``F`` the undamped row force and ``gap`` the normal gap."""
     s0 = shape0[ci]
     s1 = shape1[ci]
+    z3 = wp.vec3(0.0)
+    zK = wp.mat33(0.0)
     if s0 < 0 or s1 < 0:
-        return
+        return 0, z3, z3, z3, zK, 0.0, 0.0
     b0 = shape_body[s0]
     b1 = shape_body[s1]
-    d0 = is_dynamic(b0, body_inv_mass, body_flags)
-    d1 = is_dynamic(b1, body_inv_mass, body_flags)
-    if not d0 and not d1:
-        return
-    a0 = d0
-    a1 = d1
-    if mode == 0:
-        a0 = d0 and body_color[b0] == color
-        a1 = d1 and body_color[b1] == color
-        if not a0 and not a1:
-            return
+    if not is_dynamic(b0, body_inv_mass, body_flags) and not is_dynamic(b1, body_inv_mass, body_flags):
+        return 0, z3, z3, z3, zK, 0.0, 0.0
     n = normal[ci]
     X0 = body_X(b0, body_q)
     X1 = body_X(b1, body_q)
@@ -733,15 +717,9 @@ def contact_kernel(
             kn = wp.min(kn, ke)
             l = 0.0
         F = l + kn * gap
-    if mode == 1:
-        lam[ci] = wp.min(F, 0.0)
-        if compliant == 0 and hard == 0:
-            lam[ci] = 0.0
-        if compliant == 0:
-            pen[ci] = wp.min(pen[ci] + beta * wp.abs(wp.min(gap, 0.0)), PEN_MAX)
-        return
     if F >= 0.0:
-        return
+        return 1, p0, p1, z3, zK, F, gap
+    F_row = F
     # damping (only while compressive)
     vn = (gap - gap_o) / dt
     Fd = F + kd * vn
@@ -752,29 +730,164 @@ def contact_kernel(
     fn = -F
     G1 = F * n
     K = k_n * wp.outer(n, n)
-    # friction (lagged normal force, smoothed Coulomb)
+    # friction (smoothed Coulomb, IPC-style secant stiffness)
     if mu > 0.0:
         u = (p1 - p1o) - (p0 - p0o)
         ut = u - n * wp.dot(n, u)
         lu = wp.length(ut)
         eps = friction_eps * dt
-        s = mu * fn / wp.max(lu, eps)
-        G1 = G1 + s * ut
-        K = K + s * (wp.identity(3, dtype=float) - wp.outer(n, n))
-    if mode == 2:
-        if d1:
-            f = -G1
-            r1 = p1 - body_com_world(b1, body_q, body_com)
-            wp.atomic_add(acc_f, b1, wp.spatial_vector(f, wp.cross(r1, f)))
-        if d0:
-            f = G1
-            r0 = p0 - body_com_world(b0, body_q, body_com)
-            wp.atomic_add(acc_f, b0, wp.spatial_vector(f, wp.cross(r0, f)))
+        sf = mu * fn / wp.max(lu, eps)
+        G1 = G1 + sf * ut
+        # tangential stiffness (IPC secant) plus the exact coupling of the friction force to the
+        # normal force it is proportional to: d(s ut)/d(gap) = -mu k_n ut / max(|ut|, eps). Without
+        # this (non-symmetric) term the per-body Newton step of a sliding body mispredicts the
+        # friction torque whenever its normal load moves, and a box sliding on a slope rocks
+        # between its leading and trailing contacts (a 2-cycle of the contact active set)
+        K = K + sf * (wp.identity(3, dtype=float) - wp.outer(n, n)) - (mu * k_n / wp.max(lu, eps)) * wp.outer(ut, n)
+    return 2, p0, p1, G1, K, F_row, gap
+
+
+@wp.kernel
+def contact_kernel(
+    mode: int,  # 1: dual update; 2: report wrench (into acc_f)
+    dt: float,
+    compliant: int,
+    hard: int,
+    friction_eps: float,
+    count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    c_stiffness: wp.array(dtype=float),
+    c_damping: wp.array(dtype=float),
+    c_friction: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
+    shape_mu: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    lam: wp.array(dtype=float),
+    pen: wp.array(dtype=float),
+    beta: float,
+    # out
+    acc_f: wp.array(dtype=wp.spatial_vector),
+):
+    ci = wp.tid()
+    if ci >= count[0]:
         return
-    if a1:
-        add_point(b1, G1, K, p1 - body_com_world(b1, body_q, body_com), acc_f, acc_ll, acc_la, acc_aa)
-    if a0:
-        add_point(b0, -G1, K, p0 - body_com_world(b0, body_q, body_com), acc_f, acc_ll, acc_la, acc_aa)
+    st, p0, p1, G1, K, F, gap = contact_eval(ci, dt, compliant, hard, friction_eps, shape0, shape1, point0,
+                                             point1, normal, margin0, margin1, c_stiffness, c_damping, c_friction,
+                                             shape_body, shape_ke, shape_kd, shape_mu, body_q, body_q_prev,
+                                             body_inv_mass, body_flags, lam, pen)  # fmt: skip
+    if st == 0:
+        return
+    if mode == 1:
+        lam[ci] = wp.min(F, 0.0)
+        if compliant == 0 and hard == 0:
+            lam[ci] = 0.0
+        if compliant == 0:
+            pen[ci] = wp.min(pen[ci] + beta * wp.abs(wp.min(gap, 0.0)), PEN_MAX)
+        return
+    if st != 2:
+        return
+    b0 = shape_body[shape0[ci]]
+    b1 = shape_body[shape1[ci]]
+    if is_dynamic(b1, body_inv_mass, body_flags):
+        f = -G1
+        r1 = p1 - body_com_world(b1, body_q, body_com)
+        wp.atomic_add(acc_f, b1, wp.spatial_vector(f, wp.cross(r1, f)))
+    if is_dynamic(b0, body_inv_mass, body_flags):
+        f = G1
+        r0 = p0 - body_com_world(b0, body_q, body_com)
+        wp.atomic_add(acc_f, b0, wp.spatial_vector(f, wp.cross(r0, f)))
+
+
+# per-body contact lists (CSR, rebuilt every step on the device; no capacity to overflow)
+@wp.kernel
+def contact_count_kernel(
+    count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    shape_body: wp.array(dtype=wp.int32),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    body_n: wp.array(dtype=wp.int32),
+):
+    ci = wp.tid()
+    if ci >= count[0]:
+        return
+    s0 = shape0[ci]
+    s1 = shape1[ci]
+    if s0 < 0 or s1 < 0:
+        return
+    b0 = shape_body[s0]
+    b1 = shape_body[s1]
+    if is_dynamic(b0, body_inv_mass, body_flags):
+        wp.atomic_add(body_n, b0, 1)
+    if is_dynamic(b1, body_inv_mass, body_flags) and b1 != b0:
+        wp.atomic_add(body_n, b1, 1)
+
+
+@wp.kernel
+def contact_scan_kernel(nb: int, body_n: wp.array(dtype=wp.int32), offs: wp.array(dtype=wp.int32),
+                        cursor: wp.array(dtype=wp.int32)):  # fmt: skip
+    # one thread: exclusive scan of the per-body counts (bodies are few next to contacts)
+    acc = int(0)
+    for b in range(nb):
+        offs[b] = acc
+        cursor[b] = acc
+        acc = acc + body_n[b]
+        body_n[b] = 0
+    offs[nb] = acc
+
+
+@wp.kernel
+def contact_fill_kernel(
+    count: wp.array(dtype=wp.int32),
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    shape_body: wp.array(dtype=wp.int32),
+    body_inv_mass: wp.array(dtype=float),
+    body_flags: wp.array(dtype=wp.int32),
+    cursor: wp.array(dtype=wp.int32),
+    lst: wp.array(dtype=wp.int32),
+):
+    ci = wp.tid()
+    if ci >= count[0]:
+        return
+    s0 = shape0[ci]
+    s1 = shape1[ci]
+    if s0 < 0 or s1 < 0:
+        return
+    b0 = shape_body[s0]
+    b1 = shape_body[s1]
+    if is_dynamic(b0, body_inv_mass, body_flags):
+        lst[wp.atomic_add(cursor, b0, 1)] = ci
+    if is_dynamic(b1, body_inv_mass, body_flags) and b1 != b0:
+        lst[wp.atomic_add(cursor, b1, 1)] = ci
+
+
+@wp.kernel
+def contact_sort_kernel(offs: wp.array(dtype=wp.int32), lst: wp.array(dtype=wp.int32)):
+    # insertion sort of each body's list: a deterministic summation order on every device
+    b = wp.tid()
+    lo = offs[b]
+    hi = offs[b + 1]
+    for i in range(lo + 1, hi):
+        v = lst[i]
+        k = i - 1
+        while k >= lo and lst[k] > v:
+            lst[k + 1] = lst[k]
+            k = k - 1
+        lst[k + 1] = v
 
 
 @wp.kernel
@@ -813,23 +926,85 @@ def solve_bodies_kernel(
     acc_ll: wp.array(dtype=wp.mat33),
     acc_la: wp.array(dtype=wp.mat33),
     acc_aa: wp.array(dtype=wp.mat33),
+    acc_al: wp.array(dtype=wp.mat33),
+    # contacts (gathered per body: same-colour bodies in contact see each other's latest pose on
+    # the CPU, where the launch runs in list order; on CUDA they read the previous iterate)
+    c_offs: wp.array(dtype=wp.int32),
+    c_list: wp.array(dtype=wp.int32),
+    compliant: int,
+    hard: int,
+    friction_eps: float,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    c_stiffness: wp.array(dtype=float),
+    c_damping: wp.array(dtype=float),
+    c_friction: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
+    shape_mu: wp.array(dtype=float),
+    body_q_prev: wp.array(dtype=wp.transform),
+    lam: wp.array(dtype=float),
+    pen: wp.array(dtype=float),
+    body_color: wp.array(dtype=wp.int32),
+    jacobi_relax: float,  # step scale of a body in contact with a same-colour dynamic body (Jacobi sweeps)
     body_q: wp.array(dtype=wp.transform),
+    # out (== body_q on the CPU: Gauss-Seidel in place)
+    body_q_out: wp.array(dtype=wp.transform),
 ):
     b = group[wp.tid()]
     af = acc_f[b]
     all_ = acc_ll[b]
     ala = acc_la[b]
     aaa = acc_aa[b]
+    aal = acc_al[b]
     acc_f[b] = wp.spatial_vector()
     acc_ll[b] = wp.mat33(0.0)
     acc_la[b] = wp.mat33(0.0)
     acc_aa[b] = wp.mat33(0.0)
+    acc_al[b] = wp.mat33(0.0)
     if not is_dynamic(b, body_inv_mass, body_flags):
         return
     X = body_q[b]
     q = wp.transform_get_rotation(X)
     com = body_com[b]
     xc = wp.transform_point(X, com)
+    # rigid contacts of this body
+    coupled = int(0)  # touches a dynamic body of its own colour
+    if c_offs.shape[0] > b + 1:
+        for k in range(c_offs[b], c_offs[b + 1]):
+            ci = c_list[k]
+            st, p0, p1, G1, Kc, Fr, gap = contact_eval(ci, dt, compliant, hard, friction_eps, shape0, shape1,
+                                                       point0, point1, normal, margin0, margin1, c_stiffness,
+                                                       c_damping, c_friction, shape_body, shape_ke, shape_kd,
+                                                       shape_mu, body_q, body_q_prev, body_inv_mass, body_flags,
+                                                       lam, pen)  # fmt: skip
+            if st == 2:
+                for side in range(2):
+                    bs = shape_body[shape0[ci]]
+                    G = -G1
+                    pp = p0
+                    if side == 1:
+                        bs = shape_body[shape1[ci]]
+                        G = G1
+                        pp = p1
+                    if bs != b:
+                        if is_dynamic(bs, body_inv_mass, body_flags):
+                            if body_color[bs] == body_color[b]:
+                                coupled = 1
+                    else:
+                        r = pp - xc
+                        Sk = wp.skew(r)
+                        af = af + wp.spatial_vector(G, wp.cross(r, G))
+                        all_ = all_ + Kc
+                        ala = ala - Kc * Sk
+                        aaa = aaa + wp.transpose(Sk) * Kc * Sk
+                        aal = aal + Sk * (Kc - wp.transpose(Kc))
     m = 1.0 / body_inv_mass[b]
     R = wp.quat_to_matrix(q)
     Iw = R * body_inertia[b] * wp.transpose(R)
@@ -840,13 +1015,160 @@ def solve_bodies_kernel(
     ga = idt2 * (Iw * th) + wp.spatial_bottom(af) - wp.spatial_bottom(ef)
     A = m * idt2 * wp.identity(3, dtype=float) + all_ + ext_ll[b]
     B = ala + ext_la[b]
+    C = wp.transpose(B) + aal  # H_al (H_la^T plus the non-symmetric friction coupling)
     D = idt2 * Iw + aaa + ext_aa[b]
     Ai = spd_inverse(A)
-    S = D - wp.transpose(B) * Ai * B
-    S = 0.5 * (S + wp.transpose(S))
+    S = D - C * Ai * B
     Si = spd_inverse(S)
-    dth = Si * (-ga + wp.transpose(B) * (Ai * gx))
+    dth = Si * (-ga + C * (Ai * gx))
     dx = Ai * (-gx - B * dth)
+    if coupled != 0:
+        # Jacobi between same-colour bodies in contact (CUDA): both sides correct the same
+        # penetration from the other's previous iterate, which overshoots by 2x (a 2-cycle of the
+        # contact active set); the halved step removes that mode
+        dx = dx * jacobi_relax
+        dth = dth * jacobi_relax
     xc = xc + dx
     q = wp.normalize(quat_exp(dth) * q)
-    body_q[b] = wp.transform(xc - wp.quat_rotate(q, com), q)
+    body_q_out[b] = wp.transform(xc - wp.quat_rotate(q, com), q)
+
+
+@wp.kernel
+def copy_group_kernel(group: wp.array(dtype=wp.int32), src: wp.array(dtype=wp.transform),
+                      dst: wp.array(dtype=wp.transform)):  # fmt: skip
+    b = group[wp.tid()]
+    dst[b] = src[b]
+
+
+# --------------------------------------------------------------------------- joint forces, reset
+@wp.kernel
+def joint_force_kernel(
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    j_nlin: wp.array(dtype=wp.int32),
+    j_nang: wp.array(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_f: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_f_out: wp.array(dtype=wp.spatial_vector),
+):
+    """``Control.joint_f`` as body wrenches (world, about each COM): REVOLUTE / PRISMATIC / D6
+    generalized forces along their (parent-frame) axes, ROD a six-component world wrench
+    ``(f, tau)`` at the child's joint anchor, FREE / DISTANCE ``(f, tau)`` at the child's COM;
+    the reaction acts on the parent. BALL / FIXED have no force DOFs here."""
+    j = wp.tid()
+    if not joint_enabled[j]:
+        return
+    jt = joint_type[j]
+    if jt == J_BALL or jt == J_FIXED:
+        return
+    p = joint_parent[j]
+    c = joint_child[j]
+    if c < 0:
+        return
+    s = joint_qd_start[j]
+    if joint_f.shape[0] < s + j_nlin[j] + j_nang[j]:
+        return
+    Xwp = body_X(p, body_q) * joint_X_p[j]
+    anchor = wp.transform_get_translation(body_q[c] * joint_X_c[j])
+    F = wp.vec3(0.0)
+    T = wp.vec3(0.0)
+    if jt == J_ROD or jt == J_FREE or jt == J_DISTANCE:
+        F = wp.vec3(joint_f[s + 0], joint_f[s + 1], joint_f[s + 2])
+        T = wp.vec3(joint_f[s + 3], joint_f[s + 4], joint_f[s + 5])
+        if jt != J_ROD:  # FREE / DISTANCE: a world wrench at the child's COM (as SolverXPBD)
+            anchor = wp.transform_point(body_q[c], body_com[c])
+    else:
+        nl = j_nlin[j]
+        qp = wp.transform_get_rotation(Xwp)
+        for k in range(nl):
+            F = F + wp.quat_rotate(qp, wp.normalize(joint_axis[s + k])) * joint_f[s + k]
+        for k in range(j_nang[j]):
+            T = T + wp.quat_rotate(qp, wp.normalize(joint_axis[s + nl + k])) * joint_f[s + nl + k]
+    xc = wp.transform_point(body_q[c], body_com[c])
+    wp.atomic_add(body_f_out, c, wp.spatial_vector(F, T + wp.cross(anchor - xc, F)))
+    if p >= 0:
+        xp = wp.transform_point(body_q[p], body_com[p])
+        wp.atomic_add(body_f_out, p, wp.spatial_vector(-F, -T - wp.cross(anchor - xp, F)))
+
+
+@wp.func
+def world_selected(world: int, mask: wp.array(dtype=wp.bool), mode: int, world_count: int):
+    """``SolverBase.reset`` mask semantics (mode 0: all; 1: ``world_count`` entries, globals
+    when any world is selected; 2: ``world_count + 1`` entries, the last one the globals)."""
+    if mode == 0:
+        return True
+    if world >= 0:
+        if world < world_count:
+            return mask[world]
+        return False
+    if mode == 2:
+        return mask[world_count]
+    for w in range(world_count):
+        if mask[w]:
+            return True
+    return False
+
+
+@wp.func
+def entity_world(worlds: wp.array(dtype=wp.int32), i: int):
+    if i < 0:
+        return -1
+    if worlds.shape[0] > i:
+        return worlds[i]
+    return 0
+
+
+@wp.kernel
+def reset_bodies_kernel(mask: wp.array(dtype=wp.bool), mode: int, world_count: int,
+                        body_world: wp.array(dtype=wp.int32), v_last: wp.array(dtype=wp.vec3),
+                        v_last_valid: wp.array(dtype=wp.int32)):  # fmt: skip
+    b = wp.tid()
+    if world_selected(entity_world(body_world, b), mask, mode, world_count):
+        v_last[b] = wp.vec3(0.0)
+        v_last_valid[b] = 0
+
+
+@wp.kernel
+def reset_joints_kernel(mask: wp.array(dtype=wp.bool), mode: int, world_count: int,
+                        joint_world: wp.array(dtype=wp.int32), k_start_lin: float, k_start_ang: float,
+                        lam_lin: wp.array(dtype=wp.vec3), lam_ang: wp.array(dtype=wp.vec3),
+                        pen: wp.array(dtype=wp.vec2), C0_lin: wp.array(dtype=wp.vec3),
+                        C0_ang: wp.array(dtype=wp.vec3)):  # fmt: skip
+    j = wp.tid()
+    if world_selected(entity_world(joint_world, j), mask, mode, world_count):
+        lam_lin[j] = wp.vec3(0.0)
+        lam_ang[j] = wp.vec3(0.0)
+        pen[j] = wp.vec2(k_start_lin, k_start_ang)
+        C0_lin[j] = wp.vec3(0.0)
+        C0_ang[j] = wp.vec3(0.0)
+
+
+@wp.kernel
+def reset_contacts_kernel(mask: wp.array(dtype=wp.bool), mode: int, world_count: int,
+                          shape0: wp.array(dtype=wp.int32), shape1: wp.array(dtype=wp.int32),
+                          shape_body: wp.array(dtype=wp.int32), body_world: wp.array(dtype=wp.int32),
+                          k_start: float, lam: wp.array(dtype=float), pen: wp.array(dtype=float)):  # fmt: skip
+    ci = wp.tid()
+    if ci >= shape0.shape[0]:
+        return
+    s0 = shape0[ci]
+    s1 = shape1[ci]
+    sel = False
+    if s0 >= 0:
+        b0 = shape_body[s0]
+        if b0 >= 0:
+            sel = sel or world_selected(entity_world(body_world, b0), mask, mode, world_count)
+    if s1 >= 0:
+        b1 = shape_body[s1]
+        if b1 >= 0:
+            sel = sel or world_selected(entity_world(body_world, b1), mask, mode, world_count)
+    if sel:
+        lam[ci] = 0.0
+        pen[ci] = k_start

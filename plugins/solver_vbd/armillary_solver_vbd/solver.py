@@ -403,6 +403,13 @@ class SolverVBD(SolverBase, CouplingInterface):
         self._impulse = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
         self._impulse_time = wp.zeros(1, dtype=float, device=dev)
         self._track_impulse = False
+        self.coupling_harvest = "inertial"
+        """How :meth:`coupling_harvest_proxy_wrenches` measures the feedback on proxy bodies:
+        ``"inertial"`` (default): the impulse VBD's own solve applied, the inertial residual of
+        each body's solved pose against its private prediction (gravity and force input excluded
+        exactly); ``"contact"``: the body-particle reactions and rigid contact wrenches of the
+        last sweep. Both agree at convergence; with one lagged proxy iteration only the first
+        settles a box on cloth (README)."""
 
     # ------------------------------------------------------------------ validation
     def _validate_model(self, model) -> None:
@@ -528,12 +535,22 @@ class SolverVBD(SolverBase, CouplingInterface):
         self._ext_h_aa.zero_()
 
     def _accumulate_impulse(self, state_out, contacts, dt, body_q, body_q_prev) -> None:
-        """Add ``dt`` times the final interaction wrench on every body (body-particle reactions
-        and rigid contacts) to the coupling impulse accumulator."""
-        self._zero_ext()
-        if self._particles is not None and body_q is not None:
+        """Add ``dt`` times the interaction wrench on every body (body-particle reactions and rigid
+        contacts) to the coupling impulse accumulator. With the rigid half the reactions are those
+        of the last sweep, the ones that produced the bodies' final update (their momentum change);
+        without it (external rigid solver) they are evaluated at the final poses."""
+        if self._rigid is None:
+            self._zero_ext()
+        if self._rigid is None and self._particles is not None and body_q is not None:
             self._particles.accumulate_body_reactions(state_out, contacts, dt, body_q, body_q_prev, self._ext_f,
                                                       self._ext_h_ll, self._ext_h_la, self._ext_h_aa)  # fmt: skip
+        if self._rigid is not None and self.coupling_harvest == "inertial":
+            m = self.model
+            wp.launch(kernels.inertial_impulse_kernel, dim=self.body_count,
+                      inputs=[m.body_com, m.body_mass, m.body_inertia, m.body_inv_mass, state_out.body_q,
+                              self._rigid._x_pred, self._rigid._q_pred, dt],
+                      outputs=[self._impulse, self._impulse_time], device=self.device)  # fmt: skip
+            return
         rigid_wrench = self._rigid.contact_body_wrench if self._rigid is not None else self._ext_f
         wp.launch(kernels.accumulate_impulse_kernel, dim=self.body_count,
                   inputs=[self._ext_f, rigid_wrench, 1 if self._rigid is not None else 0, dt],
@@ -570,9 +587,10 @@ class SolverVBD(SolverBase, CouplingInterface):
 
     def coupling_harvest_proxy_wrenches(self, body_local_to_proxy_global, out_body_f, *, body_qd_before, state,
                                         state_out, contacts, dt: float) -> None:  # fmt: skip
-        """Solver-native feedback: the mean over the step(s) since the last input update of the
-        final body-particle contact/attachment reactions and rigid contact wrenches on each
-        proxy body (world frame, at the COM), added to ``out_body_f[proxy]``."""
+        """Solver-native feedback on each proxy body (world frame, at the COM), added to
+        ``out_body_f[proxy]``: the mean wrench over the VBD steps since the last input update,
+        measured as :attr:`coupling_harvest` says (the impulse VBD's solve applied, from its
+        private inertial prediction, by default)."""
         if not self.body_count:
             return
         if int(body_local_to_proxy_global.shape[0]) != self.body_count:
