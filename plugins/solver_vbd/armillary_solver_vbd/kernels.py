@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from .rigid_kernels import quat_log
+
 
 @wp.kernel
 def accumulate_impulse_kernel(
@@ -44,20 +46,6 @@ def harvest_impulse_kernel(
         out_body_f[p] = out_body_f[p] + impulse_in[b] / t
 
 
-@wp.func
-def _rotation_vector(q: wp.quat):
-    """Rotation vector of ``q`` (shortest arc) [rad]."""
-    w = q[3]
-    v = wp.vec3(q[0], q[1], q[2])
-    if w < 0.0:
-        w = -w
-        v = -v
-    s = wp.length(v)
-    if s < 1.0e-9:
-        return 2.0 * v
-    return v * (2.0 * wp.atan2(s, w) / s)
-
-
 @wp.kernel
 def inertial_impulse_kernel(
     # Model:
@@ -86,5 +74,5 @@ def inertial_impulse_kernel(
     q = wp.transform_get_rotation(X)
     lin = body_mass[b] * (wp.transform_point(X, body_com[b]) - x_pred_in[b]) / dt
     R = wp.quat_to_matrix(q)
-    ang = (R * body_inertia[b] * wp.transpose(R)) * _rotation_vector(q * wp.quat_inverse(q_pred_in[b])) / dt
+    ang = (R * body_inertia[b] * wp.transpose(R)) * quat_log(q * wp.quat_inverse(q_pred_in[b])) / dt
     impulse_out[b] = impulse_out[b] + wp.spatial_vector(lin, ang)

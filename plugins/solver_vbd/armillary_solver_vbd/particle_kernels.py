@@ -259,7 +259,8 @@ def bending_term(
     fe = -k * (theta - edge_rest_angle[e]) * grad
     He = k * outer3(grad, grad)
     if kd > 0.0:
-        # damping of the dihedral angle rate: d theta over the step ~ sum_j grad_j . dx_j
+        # damping of the dihedral angle rate, force kd * L0 * dtheta/dt (the reference's scale,
+        # measured on a flapping hinge): d theta over the step ~ sum_j grad_j . dx_j
         g1 = -le * a
         g2 = -le * b
         g3 = -(wp.dot(x1 - x4, eh) * a + wp.dot(x2 - x4, eh) * b)
@@ -323,11 +324,14 @@ def tet_term(
         Fm = wp.matrix_from_cols(f0, f1, f2)
         dFm = wp.matrix_from_cols(g0, g1, g2)
         Er = wp.transpose(Fm) * dFm
+        # viscous damping, independent of the Lame parameters: second Piola stress 4 kd dE/dt on
+        # the Green strain rate (= 2 kd (F^T dF/dt + dF/dt^T F)) [kd: Pa s], the reference engine's
+        # scale (measured on a cantilever at two stiffnesses, see tests/test_reference_parity.py);
+        # rigid motion is not damped
         Er = 0.5 * (Er + wp.transpose(Er))
-        S = 2.0 * mu * Er + lam * wp.trace(Er) * wp.identity(n=3, dtype=float)
-        c = kd / dt
-        fe = fe - (c * vol) * (Fm * S * d)
-        He = He + (c * vol) * ((mu + lam) * outer3(g, g) + (mu * wp.dot(d, d)) * (Fm * wp.transpose(Fm)))
+        c = 4.0 * kd / dt
+        fe = fe - (c * vol) * (Fm * Er * d)
+        He = He + (c * vol) * (0.5 * outer3(g, g) + (0.5 * wp.dot(d, d)) * (Fm * wp.transpose(Fm)))
     return f + fe, H + He
 
 
@@ -359,6 +363,7 @@ def spring_term(
     He = k * (nn + wp.max(1.0 - L / l, 0.0) * (wp.identity(n=3, dtype=float) - nn))
     kd = damping[s]
     if kd > 0.0:
+        # kd [N s/m]: force kd * dl/dt along the spring (the reference's scale, measured)
         dv = (x[v] - x_prev[v]) - (x[w] - x_prev[w])
         fe = fe - (kd / dt) * wp.dot(n, dv) * n
         He = He + (kd / dt) * nn

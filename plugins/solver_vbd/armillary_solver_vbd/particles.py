@@ -20,15 +20,25 @@ iterate lives in a private buffer; ``state_out`` receives positions and velociti
 Energies (per vertex force and Hessian): triangle membrane StVK (``tri_ke``/``tri_ka`` the Lame
 ``mu``/``lambda`` [Pa m], Hessian's stress term clamped >= 0) or neo-Hookean
 (``mu/2 (I_C - 2) - mu (J - 1) + lambda/2 (J - 1)^2``); dihedral bending
-``ke * L0 / 2 (theta - theta0)^2``; springs ``k/2 (l - L)^2`` (projected Hessian) with damping
-``kd`` [N s/m] along the spring; tetrahedra stable neo-Hookean
-``mu/2 (I_C - 3) - mu (J - 1) + lambda/2 (J - 1)^2``; Rayleigh damping ``(kd / dt) H dx`` for
-triangles, bending edges and tetrahedra; particle-shape contacts ``ke/2 d^2`` with one-sided
-normal damping ``soft_contact_kd`` [N s/m] and IPC-smoothed friction (``mu = (soft_contact_mu +
-shape_material_mu) / 2``, slip smoothing ``friction_epsilon * dt`` of relative displacement);
-particle-body attachments as springs to the body point (infinite stiffness: ``1e3 x`` the largest
-finite one, or ``1e6`` N/m). On the CPU one launch over the colour-ordered vertex list is an exact
-Gauss-Seidel sweep; on CUDA one launch per colour.
+``ke * L0 / 2 (theta - theta0)^2``; springs ``k/2 (l - L)^2`` (projected Hessian); tetrahedra
+stable neo-Hookean ``mu/2 (I_C - 3) - mu (J - 1) + lambda/2 (J - 1)^2``; particle-shape contacts
+``ke/2 d^2`` with IPC-smoothed friction (slip smoothing ``friction_epsilon * dt`` of relative
+displacement); particle-body attachments as springs to the body point (infinite stiffness:
+``1e3 x`` the largest finite one, or ``1e6`` N/m). On the CPU one launch over the colour-ordered
+vertex list is an exact Gauss-Seidel sweep; on CUDA one launch per colour
+(``_sequential_cpu_sweep = False`` forces that path on the CPU).
+
+Damping and contact material, in the reference engine's units (each measured against it by
+sweeping the coefficient on the same scene; ``tests/test_reference_parity.py`` pins the figures):
+
+- ``spring_kd`` [N s/m]: force ``kd * dl/dt`` along the spring.
+- ``edge_kd`` [N m s / (rad m)]: force ``kd * L0 * dtheta/dt`` on the dihedral angle.
+- ``tri_kd`` [Pa s m]: membrane viscosity, stress ``kd * dE/dt`` (Green strain rate).
+- tet ``k_damp`` [Pa s]: viscosity, second Piola stress ``4 k_damp dE/dt``; independent of
+  ``k_mu``/``k_lambda``. None of the three element dampings resists rigid motion.
+- contacts: stiffness ``(soft_contact_ke + shape_material_ke) / 2`` [N/m], damping
+  ``(soft_contact_kd + shape_material_kd) / 2`` [N s/m] on the approach speed (while the gap
+  closes), friction ``mu = sqrt(soft_contact_mu * shape_material_mu)``.
 """
 
 from __future__ import annotations
@@ -49,6 +59,15 @@ def _n(model, name):
 
 
 class ParticleVBD:
+    #: On the CPU device, sweep all colours in one launch (Warp runs CPU threads in order: an exact
+    #: Gauss-Seidel sweep). ``False`` forces the CUDA path (one launch per colour, every vertex of a
+    #: colour from the same iterate of its neighbours) on the CPU too, so that path is testable
+    #: without a GPU. Private; read at every ``iterate``.
+    _sequential_cpu_sweep = True
+    #: Visit each colour's vertices in reverse order (testing only: with a valid colouring and no
+    #: self-contact, a per-colour sweep must not change by a single bit).
+    _reverse_within_colour = False
+
     def __init__(self, model, *, friction_epsilon: float, membrane_model: str = "stvk", self_contact=None,
                  collision_detection_interval: int = -1):  # fmt: skip
         self.model = model
@@ -59,6 +78,7 @@ class ParticleVBD:
         self.interval = -1 if collision_detection_interval is None else int(collision_detection_interval)
         self.N = int(model.particle_count)
         dev = self.device
+        self._is_cpu = wp.get_device(dev).is_cpu
         N = self.N
         self.x = wp.zeros(N, dtype=wp.vec3, device=dev)
         self.x_prev = wp.zeros(N, dtype=wp.vec3, device=dev)
@@ -110,11 +130,13 @@ class ParticleVBD:
         groups = [g for g in groups if len(g)]
         order = np.concatenate(groups) if groups else np.zeros(0, np.int32)
         self.order = wp.array(np.append(order, 0).astype(np.int32), dtype=wp.int32, device=dev)
+        # the same colours, each one's vertices in reverse (a race check: with a valid colouring
+        # the order inside a colour cannot change a per-colour sweep)
+        rev = np.concatenate([g[::-1] for g in groups]) if groups else np.zeros(0, np.int32)
+        self._order_reversed = wp.array(np.append(rev, 0).astype(np.int32), dtype=wp.int32, device=dev)
         offs = np.cumsum([0] + [len(g) for g in groups])
-        if wp.get_device(dev).is_cpu:
-            self.sweeps = [(0, int(len(order)))] if len(order) else []
-        else:
-            self.sweeps = [(int(offs[i]), int(offs[i + 1] - offs[i])) for i in range(len(groups))]
+        self._one_sweep = [(0, int(len(order)))] if len(order) else []
+        self._color_sweeps = [(int(offs[i]), int(offs[i + 1] - offs[i])) for i in range(len(groups))]
 
         # particle-body attachments
         A = _n(m, "attachment_particle_body_count")
@@ -206,9 +228,10 @@ class ParticleVBD:
             e2 = self._empty_i2
             sc_args = [0, e2, e2, ei, ei, ei, ei, 1, ei, ei, 1, ei, ei, 1, ei, ei, 0.0, 0.0, 0.0, 0.0, 0.0,
                        self._empty_v, 0.0]  # fmt: skip
-        for off, cnt in self.sweeps:
+        order = self._order_reversed if self._reverse_within_colour else self.order
+        for off, cnt in self.sweeps:  # one launch per colour (CUDA), or one for all (CPU)
             wp.launch(K.solve_kernel, dim=cnt,
-                      inputs=[float(dt), self.order, off, self.x, self.x_prev, self.y, m.particle_mass,
+                      inputs=[float(dt), order, off, self.x, self.x_prev, self.y, m.particle_mass,
                               m.particle_inv_mass, m.particle_flags, m.particle_radius,
                               m.tri_indices, m.tri_poses, m.tri_materials, m.tri_areas, self.membrane_model,
                               m.edge_indices, m.edge_rest_angle, m.edge_rest_length, m.edge_bending_properties,
@@ -221,6 +244,13 @@ class ParticleVBD:
                               self.att_off, self.att_adj, self.att_body, self.att_point, self.att_ke, self.att_kd,
                               self.att_enabled, *sc_args],
                       device=self.device)  # fmt: skip
+
+    @property
+    def sweeps(self):
+        """``(offset, count)`` launches into ``order`` for one sweep."""
+        if self._sequential_cpu_sweep and self._is_cpu:
+            return self._one_sweep
+        return self._color_sweeps
 
     @property
     def _empty_i2(self):
@@ -242,7 +272,8 @@ class ParticleVBD:
                       inputs=[float(dt), self.x, self.x_prev, m.particle_radius, m.particle_inv_mass, m.particle_flags,
                               contacts.soft_contact_count, contacts.soft_contact_particle, cshape, cpos, cvel, cnorm,
                               self.shape_body, self.shape_ke, self.shape_kd, self.shape_mu, body_q, body_q_prev,
-                              m.body_com, m.body_inv_mass, self.contact_ke, self.contact_kd, self.contact_mu, self.friction_epsilon * float(dt)],
+                              m.body_com, m.body_inv_mass, self.contact_ke, self.contact_kd, self.contact_mu,
+                              self.friction_epsilon * float(dt)],
                       outputs=[out_f, out_h_ll, out_h_la, out_h_aa], device=self.device)  # fmt: skip
         if self.att_count:
             wp.launch(K.attachment_reaction_kernel, dim=self.att_count,

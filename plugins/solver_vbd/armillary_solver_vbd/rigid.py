@@ -82,6 +82,11 @@ class RigidAVBD:
         self._empty_i = wp.zeros(0, dtype=wp.int32, device=dev)
         self._empty_v = wp.zeros(0, dtype=wp.vec3, device=dev)
         self._groups: list = []
+        # mimic corrections accumulated per body (COM displacement, rotation vector, count)
+        self._m_dx = wp.zeros(nb, dtype=wp.vec3, device=dev)
+        self._m_dth = wp.zeros(nb, dtype=wp.vec3, device=dev)
+        self._m_cnt = wp.zeros(nb, dtype=float, device=dev)
+        self._has_mimic = False
         self.refresh(int(ModelFlags.ALL))
 
     # ------------------------------------------------------------------ host tables
@@ -134,6 +139,11 @@ class RigidAVBD:
         self._rod_ke = wp.array(rod_ke, dtype=wp.spatial_vector, device=dev)
         self._rod_kd = wp.array(rod_kd, dtype=wp.spatial_vector, device=dev)
         self._rod_rest = wp.array(rod_rest, dtype=wp.quat, device=dev)
+        # mimic followers (coefficients and enabled flags are read live by the kernel)
+        mj = getattr(m, "joint_mimic_joint", None)
+        self._has_mimic = bool(nj and self.body_count and mj is not None and mj.shape[0] == nj
+                               and getattr(m, "joint_mimic_coeffs", None) is not None
+                               and np.any(mj.numpy() >= 0))  # fmt: skip
 
     def reset(self, world_mask=None) -> None:
         """Clear the warm starts of the selected worlds (all with ``world_mask=None``): joint
@@ -297,6 +307,8 @@ class RigidAVBD:
             if not self._in_place:
                 wp.launch(K.copy_group_kernel, dim=group.shape[0], inputs=[group, q_out], outputs=[body_q],
                           device=dev)  # fmt: skip
+        if self._has_mimic:
+            self._mimic(body_q)
         # dual / penalty updates
         if self.joint_count:
             self._joint_dual(body_q, dt, init=0)
@@ -306,6 +318,18 @@ class RigidAVBD:
             wp.launch(K.contact_kernel, dim=n_c, inputs=self._contact_inputs(1, dt, contacts, body_q),
                       outputs=[self._acc_f], device=dev)  # fmt: skip
         self._last_contacts = contacts
+
+    def _mimic(self, body_q) -> None:
+        """One coupled maximal-coordinate mimic correction of the pose iterate ``body_q``
+        (PRISMATIC / REVOLUTE / D6 followers and references; see ``rigid_kernels``)."""
+        m, dev = self.model, self.device
+        wp.launch(K.mimic_correct_kernel, dim=self.joint_count,
+                  inputs=[m.joint_type, m.joint_enabled, m.joint_mimic_joint, m.joint_mimic_coeffs, m.joint_parent,
+                          m.joint_child, m.joint_X_p, m.joint_X_c, m.joint_qd_start, self._nlin, self._nang,
+                          m.joint_axis, body_q, m.body_com, m.body_inv_mass, m.body_inv_inertia, m.body_flags],
+                  outputs=[self._m_dx, self._m_dth, self._m_cnt], device=dev)  # fmt: skip
+        wp.launch(K.mimic_apply_kernel, dim=self.body_count, inputs=[m.body_com, self._m_dx, self._m_dth, self._m_cnt],
+                  outputs=[body_q], device=dev)  # fmt: skip
 
     def end_step(self, state_in, state_out, dt) -> None:
         m, dev = self.model, self.device

@@ -1019,6 +1019,9 @@ def solve_bodies_kernel(
     D = idt2 * Iw + aaa + ext_aa[b]
     Ai = spd_inverse(A)
     S = D - C * Ai * B
+    if aal == wp.mat33(0.0):
+        # symmetric block (no rigid-contact friction on this body): drop round-off asymmetry
+        S = 0.5 * (S + wp.transpose(S))
     Si = spd_inverse(S)
     dth = Si * (-ga + C * (Ai * gx))
     dx = Ai * (-gx - B * dth)
@@ -1172,3 +1175,264 @@ def reset_contacts_kernel(mask: wp.array(dtype=wp.bool), mode: int, world_count:
     if sel:
         lam[ci] = 0.0
         pen[ci] = k_start
+
+
+# --------------------------------------------------------------------------- mimic joints
+# One coupled maximal-coordinate correction per iteration (after the colour sweeps): for a
+# follower ``j`` of reference ``r`` and each coordinate ``k``, ``C = q_j,k - (off + m q_r,k)`` is
+# driven to zero by one Gauss-Newton (XPBD-like, zero compliance) step on the poses of the up to
+# four bodies involved (follower parent / child, reference parent / child), each weighted by its
+# inverse mass and world inverse inertia. ``dC/d(dx, dtheta)`` is taken per body with the
+# contributions of a body that plays several roles summed (e.g. a reference child that is the
+# follower's parent), so shared bodies are handled exactly to first order. Coordinates are those
+# of the joint rows: linear ``a . (p_c - p_p)`` with ``a`` the parent-frame axis, angular the
+# twist of ``q_p^-1 q_c`` about the axis. Corrections are accumulated per body, with the body's
+# share of each, and applied by ``mimic_apply_kernel``.
+@wp.func
+def mimic_dynamic(b: int, body_inv_mass: wp.array(dtype=float), body_flags: wp.array(dtype=wp.int32)):
+    if is_dynamic(b, body_inv_mass, body_flags):
+        return 1
+    return 0
+
+
+@wp.func
+def mimic_pose(b: int, body_q: wp.array(dtype=wp.transform), body_com: wp.array(dtype=wp.vec3)):
+    """(COM position, orientation) of ``b`` (origin / identity for the world)."""
+    if b < 0:
+        return wp.vec3(0.0), wp.quat_identity()
+    X = body_q[b]
+    return wp.transform_point(X, body_com[b]), wp.transform_get_rotation(X)
+
+
+@wp.func
+def mimic_frame(b: int, x: wp.vec3, q: wp.quat, body_com: wp.array(dtype=wp.vec3), X_local: wp.transform):
+    """World joint frame of body ``b`` at COM pose ``(x, q)``."""
+    if b < 0:
+        return X_local
+    return wp.transform(x - wp.quat_rotate(q, body_com[b]), q) * X_local
+
+
+@wp.func
+def mimic_coord(k: int, nl: int, axis: wp.vec3, Xwp: wp.transform, Xwc: wp.transform):
+    a = wp.normalize(axis)
+    if k < nl:
+        e = wp.transform_get_translation(Xwc) - wp.transform_get_translation(Xwp)
+        return wp.dot(wp.quat_rotate(wp.transform_get_rotation(Xwp), a), e)
+    qrel = wp.quat_inverse(wp.transform_get_rotation(Xwp)) * wp.transform_get_rotation(Xwc)
+    return twist_angle(qrel, a)
+
+
+@wp.func
+def mimic_jac(k: int, nl: int, axis: wp.vec3, Xwp: wp.transform, Xwc: wp.transform, xp: wp.vec3, xc: wp.vec3):
+    """dq_k / d(dx, dtheta) of the parent (jpl, jpa) and the child (jcl, jca) at their COMs."""
+    a = wp.quat_rotate(wp.transform_get_rotation(Xwp), wp.normalize(axis))
+    z = wp.vec3(0.0)
+    if k < nl:
+        pc = wp.transform_get_translation(Xwc)
+        # the parent also turns the axis: d(a . e)/dtheta_p = -(p_c - x_p) x a
+        return -a, -wp.cross(pc - xp, a), a, wp.cross(pc - xc, a)
+    return z, -a, z, a
+
+
+@wp.func
+def mimic_same(bi: int, bk: int, l: wp.vec3):
+    if bi >= 0 and bi == bk:
+        return l
+    return wp.vec3(0.0)
+
+
+@wp.func
+def mimic_w(b: int, dyn: int, q: wp.quat, jl: wp.vec3, ja: wp.vec3, body_inv_mass: wp.array(dtype=float),
+            body_inv_inertia: wp.array(dtype=wp.mat33)):  # fmt: skip
+    if b < 0 or dyn == 0:
+        return 0.0
+    ab = wp.quat_rotate_inv(q, ja)
+    return body_inv_mass[b] * wp.dot(jl, jl) + wp.dot(ab, body_inv_inertia[b] * ab)
+
+
+@wp.func
+def mimic_move(b: int, dyn: int, x: wp.vec3, q: wp.quat, jl: wp.vec3, ja: wp.vec3, dl: float,
+               body_inv_mass: wp.array(dtype=float), body_inv_inertia: wp.array(dtype=wp.mat33)):  # fmt: skip
+    if b < 0 or dyn == 0:
+        return x, q
+    dth = wp.quat_rotate(q, body_inv_inertia[b] * wp.quat_rotate_inv(q, ja)) * dl
+    return x + jl * (body_inv_mass[b] * dl), wp.normalize(quat_exp(dth) * q)
+
+
+@wp.func
+def mimic_emit(b: int, dyn: int, first: int, touched: float, x: wp.vec3, q: wp.quat, x0: wp.vec3, q0: wp.quat,
+               body_dx: wp.array(dtype=wp.vec3), body_dth: wp.array(dtype=wp.vec3),
+               body_cnt: wp.array(dtype=float)):  # fmt: skip
+    # ``touched``: the body's share of the correction; the apply pass divides a body's summed
+    # corrections by its summed shares when they exceed 1 (a body the relationship hardly moves,
+    # e.g. a reference child that is also the follower's parent with multiplier -1, does not
+    # dilute the corrections of the other relationships)
+    if b >= 0 and dyn != 0 and first != 0 and touched > 0.0:
+        wp.atomic_add(body_dx, b, x - x0)
+        wp.atomic_add(body_dth, b, quat_log(q * wp.quat_inverse(q0)))
+        wp.atomic_add(body_cnt, b, touched)
+
+
+@wp.kernel
+def mimic_correct_kernel(
+    joint_type: wp.array(dtype=wp.int32),
+    joint_enabled: wp.array(dtype=wp.bool),
+    joint_mimic_joint: wp.array(dtype=wp.int32),
+    joint_mimic_coeffs: wp.array(dtype=wp.vec2),
+    joint_parent: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_X_p: wp.array(dtype=wp.transform),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    j_nlin: wp.array(dtype=wp.int32),
+    j_nang: wp.array(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    # out
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    j = wp.tid()
+    r = joint_mimic_joint[j]
+    if r < 0 or r == j:
+        return
+    if not joint_enabled[j] or not joint_enabled[r]:
+        return
+    jt = joint_type[j]
+    rt = joint_type[r]
+    if not (jt == J_REVOLUTE or jt == J_PRISMATIC or jt == J_D6):
+        return
+    if not (rt == J_REVOLUTE or rt == J_PRISMATIC or rt == J_D6):
+        return
+    nl = j_nlin[j]
+    n = nl + j_nang[j]
+    rnl = j_nlin[r]
+    if rnl + j_nang[r] != n:
+        return
+    # the four bodies (follower parent / child, reference parent / child)
+    b0 = joint_parent[j]
+    b1 = joint_child[j]
+    b2 = joint_parent[r]
+    b3 = joint_child[r]
+    d0 = mimic_dynamic(b0, body_inv_mass, body_flags)
+    d1 = mimic_dynamic(b1, body_inv_mass, body_flags)
+    d2 = mimic_dynamic(b2, body_inv_mass, body_flags)
+    d3 = mimic_dynamic(b3, body_inv_mass, body_flags)
+    if d0 + d1 + d2 + d3 == 0:
+        return
+    # first occurrence of each body among the slots (a shared body is moved and emitted once)
+    f0 = 1
+    f1 = 1
+    if b1 == b0:
+        f1 = 0
+    f2 = 1
+    if b2 == b0 or b2 == b1:
+        f2 = 0
+    f3 = 1
+    if b3 == b0 or b3 == b1 or b3 == b2:
+        f3 = 0
+    x0, q0 = mimic_pose(b0, body_q, body_com)
+    x1, q1 = mimic_pose(b1, body_q, body_com)
+    x2, q2 = mimic_pose(b2, body_q, body_com)
+    x3, q3 = mimic_pose(b3, body_q, body_com)
+    xs0 = x0
+    qs0 = q0
+    xs1 = x1
+    qs1 = q1
+    xs2 = x2
+    qs2 = q2
+    xs3 = x3
+    qs3 = q3
+    t0 = float(0.0)
+    t1 = float(0.0)
+    t2 = float(0.0)
+    t3 = float(0.0)
+    cf = joint_mimic_coeffs[j]
+    m = cf[1]
+    fs = joint_qd_start[j]
+    rs = joint_qd_start[r]
+    for k in range(n):
+        Fp = mimic_frame(b0, x0, q0, body_com, joint_X_p[j])
+        Fc = mimic_frame(b1, x1, q1, body_com, joint_X_c[j])
+        Rp = mimic_frame(b2, x2, q2, body_com, joint_X_p[r])
+        Rc = mimic_frame(b3, x3, q3, body_com, joint_X_c[r])
+        fa = joint_axis[fs + k]
+        ra = joint_axis[rs + k]
+        qf = mimic_coord(k, nl, fa, Fp, Fc)
+        qr = mimic_coord(k, rnl, ra, Rp, Rc)
+        C = qf - (cf[0] + m * qr)
+        if k >= nl:
+            C = wrap_angle(C)
+        l0, a0, l1, a1 = mimic_jac(k, nl, fa, Fp, Fc, x0, x1)
+        l2, a2, l3, a3 = mimic_jac(k, rnl, ra, Rp, Rc, x2, x3)
+        l2 = -m * l2
+        a2 = -m * a2
+        l3 = -m * l3
+        a3 = -m * a3
+        # per-body derivatives (roles of one body summed)
+        L0 = l0 + mimic_same(b0, b1, l1) + mimic_same(b0, b2, l2) + mimic_same(b0, b3, l3)
+        A0 = a0 + mimic_same(b0, b1, a1) + mimic_same(b0, b2, a2) + mimic_same(b0, b3, a3)
+        L1 = l1 + mimic_same(b1, b0, l0) + mimic_same(b1, b2, l2) + mimic_same(b1, b3, l3)
+        A1 = a1 + mimic_same(b1, b0, a0) + mimic_same(b1, b2, a2) + mimic_same(b1, b3, a3)
+        L2 = l2 + mimic_same(b2, b0, l0) + mimic_same(b2, b1, l1) + mimic_same(b2, b3, l3)
+        A2 = a2 + mimic_same(b2, b0, a0) + mimic_same(b2, b1, a1) + mimic_same(b2, b3, a3)
+        L3 = l3 + mimic_same(b3, b0, l0) + mimic_same(b3, b1, l1) + mimic_same(b3, b2, l2)
+        A3 = a3 + mimic_same(b3, b0, a0) + mimic_same(b3, b1, a1) + mimic_same(b3, b2, a2)
+        w0 = float(0.0)
+        w1 = float(0.0)
+        w2 = float(0.0)
+        w3 = float(0.0)
+        if f0 != 0:
+            w0 = mimic_w(b0, d0, q0, L0, A0, body_inv_mass, body_inv_inertia)
+        if f1 != 0:
+            w1 = mimic_w(b1, d1, q1, L1, A1, body_inv_mass, body_inv_inertia)
+        if f2 != 0:
+            w2 = mimic_w(b2, d2, q2, L2, A2, body_inv_mass, body_inv_inertia)
+        if f3 != 0:
+            w3 = mimic_w(b3, d3, q3, L3, A3, body_inv_mass, body_inv_inertia)
+        w = w0 + w1 + w2 + w3
+        if w > 1.0e-20:
+            # each body's share of the correction (largest over the coordinates)
+            t0 = wp.max(t0, w0 / w)
+            t1 = wp.max(t1, w1 / w)
+            t2 = wp.max(t2, w2 / w)
+            t3 = wp.max(t3, w3 / w)
+            dl = -C / w
+            # duplicates of a body get the same (merged) update, so their copies stay equal
+            x0, q0 = mimic_move(b0, d0, x0, q0, L0, A0, dl, body_inv_mass, body_inv_inertia)
+            x1, q1 = mimic_move(b1, d1, x1, q1, L1, A1, dl, body_inv_mass, body_inv_inertia)
+            x2, q2 = mimic_move(b2, d2, x2, q2, L2, A2, dl, body_inv_mass, body_inv_inertia)
+            x3, q3 = mimic_move(b3, d3, x3, q3, L3, A3, dl, body_inv_mass, body_inv_inertia)
+    mimic_emit(b0, d0, f0, t0, x0, q0, xs0, qs0, body_dx, body_dth, body_cnt)
+    mimic_emit(b1, d1, f1, t1, x1, q1, xs1, qs1, body_dx, body_dth, body_cnt)
+    mimic_emit(b2, d2, f2, t2, x2, q2, xs2, qs2, body_dx, body_dth, body_cnt)
+    mimic_emit(b3, d3, f3, t3, x3, q3, xs3, qs3, body_dx, body_dth, body_cnt)
+
+
+@wp.kernel
+def mimic_apply_kernel(
+    body_com: wp.array(dtype=wp.vec3),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+):
+    """Apply the accumulated mimic corrections (divided by the summed shares when above 1) to
+    the pose iterate and clear the accumulators."""
+    b = wp.tid()
+    n = body_cnt[b]
+    if n > 0.0:
+        n = wp.max(n, 1.0)
+        X = body_q[b]
+        com = body_com[b]
+        x = wp.transform_point(X, com) + body_dx[b] / n
+        q = wp.normalize(quat_exp(body_dth[b] / n) * wp.transform_get_rotation(X))
+        body_q[b] = wp.transform(x - wp.quat_rotate(q, com), q)
+        body_dx[b] = wp.vec3(0.0)
+        body_dth[b] = wp.vec3(0.0)
+        body_cnt[b] = 0.0

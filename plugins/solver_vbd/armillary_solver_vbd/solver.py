@@ -108,8 +108,8 @@ class SolverVBD(SolverBase, CouplingInterface):
         rigid_contact_history: not implemented: body-body contact multipliers restart every step
             (``None`` / ``False`` only).
         rigid_contact_k_start: legacy contact penalty seed [N/m] (``None``: 100).
-        rigid_body_contact_buffer_size: validated capacity (>= 1); contacts are read from the
-            ``Contacts`` rows directly, so no per-body list can overflow.
+        rigid_body_contact_buffer_size: validated capacity (>= 1) with no effect: the per-body
+            contact lists are sized from the contact buffer every step, so none can overflow.
         rigid_body_particle_contact_buffer_size: validated capacity (>= 1), as above.
         rigid_soft_contact_use_log_barrier: not implemented (must be ``False``).
         rigid_joint_linear_ke: structural stiffness of non-rod linear joint rows [N/m] (1e5).
@@ -149,6 +149,7 @@ class SolverVBD(SolverBase, CouplingInterface):
             {
                 "rigid_bodies",
                 "body_forces",
+                "joint_forces",
                 "kinematic_bodies",
                 "rigid_contacts",
                 "friction",
@@ -160,6 +161,7 @@ class SolverVBD(SolverBase, CouplingInterface):
                 "soft_bodies",
                 "joint_limits",
                 "joint_drives",
+                "mimic_joints",
                 "loop_joints",
                 "multiple_worlds",
                 "reset_world_mask",
