@@ -90,9 +90,9 @@ def _simulate(rigid, seconds, *, substeps=4, mode="staggered"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["staggered", "lagged"])
 @pytest.mark.parametrize("rigid", ["xpbd", "mujoco"])
-def test_box_rests_on_vbd_cloth_with_one_proxy_iteration(rigid, mode):
+def test_box_rests_on_vbd_cloth_with_one_proxy_iteration(rigid, mode="lagged"):
+    """The default (lagged) proxy mode; staggered mode is exercised by the harvest test below."""
     if rigid == "mujoco":
         pytest.importorskip("mujoco")
     pen, speed, model, state, solver, box = _simulate(rigid, 5.0, mode=mode)
