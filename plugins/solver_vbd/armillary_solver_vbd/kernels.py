@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from armillary.sim.spatial import world_inertia
+
 from .rigid_kernels import quat_log
 
 
@@ -73,6 +75,5 @@ def inertial_impulse_kernel(
     X = body_q_in[b]
     q = wp.transform_get_rotation(X)
     lin = body_mass[b] * (wp.transform_point(X, body_com[b]) - x_pred_in[b]) / dt
-    R = wp.quat_to_matrix(q)
-    ang = (R * body_inertia[b] * wp.transpose(R)) * quat_log(q * wp.quat_inverse(q_pred_in[b])) / dt
+    ang = world_inertia(X, body_inertia[b]) * quat_log(q * wp.quat_inverse(q_pred_in[b])) / dt
     impulse_out[b] = impulse_out[b] + wp.spatial_vector(lin, ang)

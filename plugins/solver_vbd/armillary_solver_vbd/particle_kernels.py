@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from armillary.sim.spatial import skew
+
 PARTICLE_ACTIVE = wp.constant(1)
 MEMBRANE_STVK = wp.constant(0)
 MEMBRANE_NEO_HOOKEAN = wp.constant(1)
@@ -777,11 +779,6 @@ def solve_kernel(
 
 
 # --------------------------------------------------------------------------- reactions on bodies
-@wp.func
-def skew(r: wp.vec3):
-    return wp.mat33(0.0, -r[2], r[1], r[2], 0.0, -r[0], -r[1], r[0], 0.0)
-
-
 @wp.func
 def add_reaction(
     b: int,

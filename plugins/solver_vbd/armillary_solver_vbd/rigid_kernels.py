@@ -26,14 +26,14 @@ wp.set_module_options({"enable_backward": False})
 
 BODY_KINEMATIC = wp.constant(2)
 
-J_PRISMATIC = wp.constant(0)
-J_REVOLUTE = wp.constant(1)
-J_BALL = wp.constant(2)
-J_FIXED = wp.constant(3)
-J_FREE = wp.constant(4)
-J_DISTANCE = wp.constant(5)
-J_D6 = wp.constant(6)
-J_ROD = wp.constant(7)
+from armillary.sim.kinematics_kernels import JT_BALL as J_BALL  # noqa: E402  (the core's joint-type codes)
+from armillary.sim.kinematics_kernels import JT_D6 as J_D6  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_DISTANCE as J_DISTANCE  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_FIXED as J_FIXED  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_FREE as J_FREE  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_PRISMATIC as J_PRISMATIC  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_REVOLUTE as J_REVOLUTE  # noqa: E402
+from armillary.sim.kinematics_kernels import JT_ROD as J_ROD  # noqa: E402
 
 RHO_SCALE = wp.constant(100.0)  # internal ALM metric: rho = RHO_SCALE * (mass or inertia) / dt^2
 PEN_MAX = wp.constant(1.0e10)
