@@ -467,20 +467,37 @@ class SolverVBD(SolverBase, CouplingInterface):
                 raise ValueError(f"SolverVBD: spring {int(bad[0])} has rest length {float(rest[bad[0]])!r} "
                                  "(must be finite and >= 0)")  # fmt: skip
 
+    def _check_array(self, owner, which: str, name: str, n: int, dtype, required: bool) -> None:
+        """``owner.name`` must be a wp.array of ``n`` ``dtype`` on the model's device (or absent
+        when not ``required``): checked on the host before any launch reads it."""
+        a = getattr(owner, name, None)
+        if a is None and not required:
+            return
+        if not isinstance(a, wp.array):
+            raise ValueError(f"SolverVBD.step: {which}.{name} is {a!r}; expected a wp.array of {n} {dtype.__name__}")
+        if a.ndim != 1 or a.shape[0] != n or a.dtype != dtype:
+            raise ValueError(f"SolverVBD.step: {which}.{name} has shape {a.shape} and dtype {a.dtype.__name__}; "
+                             f"expected ({n},) {dtype.__name__}")  # fmt: skip
+        if str(a.device) != str(self.device):
+            raise ValueError(f"SolverVBD.step: {which}.{name} is on {a.device}, the model on {self.device}")
+
     def _check_state(self, state, which: str) -> None:
-        for name, n, dtype in (("body_q", self.body_count, wp.transform), ("body_qd", self.body_count, wp.spatial_vector),
-                               ("particle_q", self.particle_count, wp.vec3),
-                               ("particle_qd", self.particle_count, wp.vec3)):  # fmt: skip
-            if not n:
-                continue
-            a = getattr(state, name, None)
-            if a is None or not isinstance(a, wp.array):
-                raise ValueError(f"SolverVBD.step: {which}.{name} is {a!r}; expected a wp.array of {n} {dtype.__name__}")
-            if a.shape[0] != n or a.dtype != dtype:
-                raise ValueError(f"SolverVBD.step: {which}.{name} has shape {a.shape} and dtype {a.dtype.__name__}; "
-                                 f"expected ({n},) {dtype.__name__}")  # fmt: skip
-            if str(a.device) != str(self.device):
-                raise ValueError(f"SolverVBD.step: {which}.{name} is on {a.device}, the model on {self.device}")
+        nb, npart = self.body_count, self.particle_count
+        for name, n, dtype, required in (("body_q", nb, wp.transform, True), ("body_qd", nb, wp.spatial_vector, True),
+                                         ("body_f", nb, wp.spatial_vector, False),
+                                         ("particle_q", npart, wp.vec3, True), ("particle_qd", npart, wp.vec3, True),
+                                         ("particle_f", npart, wp.vec3, False)):  # fmt: skip
+            if n:
+                self._check_array(state, which, name, n, dtype, required)
+
+    def _check_control(self, control) -> None:
+        if control is None or not self.body_count:
+            return
+        nq, nd = _count(self.model, "joint_coord_count"), _count(self.model, "joint_dof_count")
+        for name, n in (("joint_target_q", nq), ("joint_target_qd", nd), ("joint_f", nd)):
+            a = getattr(control, name, None)
+            if a is not None and n:
+                self._check_array(control, "control", name, n, wp.float32, False)
 
     # ------------------------------------------------------------------ step
     def step(self, state_in, state_out, control, contacts, dt: float) -> None:
@@ -496,6 +513,7 @@ class SolverVBD(SolverBase, CouplingInterface):
             raise ValueError("SolverVBD.step: state_in and state_out must be State objects, got None")
         self._check_state(state_in, "state_in")
         self._check_state(state_out, "state_out")
+        self._check_control(control)
         if contacts is None and self.collision_pipeline is not None:
             contacts = self.collision_pipeline.collide(state_in)
         if contacts is not None and str(getattr(contacts, "device", self.device)) != str(self.device):

@@ -267,3 +267,34 @@ def test_per_colour_sweep_matches_sequential_sweep():
     assert moved > 0.05  # the cloth fell onto the sphere and draped
     assert np.abs(a - c).max() < 5.0e-3, np.abs(a - c).max()
     assert np.array_equal(c, r), np.abs(c - r).max()
+
+
+def test_step_rejects_bad_arrays_before_launching():
+    """Wrong shapes, dtypes or None in the state and control raise ValueError naming the array;
+    nothing is launched with them (a wrong-sized array replayed by a kernel could crash)."""
+    b = newton.ModelBuilder()
+    _grid(b, 3, tri_ke=1.0e3, tri_ka=1.0e3)
+    body = b.add_body(xform=wp.transform((0.0, 0.0, 3.0), wp.quat_identity()), mass=1.0)
+    b.add_shape_sphere(body, radius=0.1)
+    b.color()
+    model = b.finalize(device=DEV)
+    solver = newton.solvers.SolverVBD(model)
+    s0, s1, control = model.state(), model.state(), model.control()
+    solver.step(s0, s1, control, None, 0.01)
+    bad = model.state()
+    bad.particle_q = wp.zeros(3, dtype=wp.vec3, device=DEV)
+    with pytest.raises(ValueError, match=r"state_in.particle_q has shape \(3,\)"):
+        solver.step(bad, s1, control, None, 0.01)
+    bad = model.state()
+    bad.body_q = None
+    with pytest.raises(ValueError, match="state_out.body_q is None"):
+        solver.step(s0, bad, control, None, 0.01)
+    bad = model.state()
+    bad.particle_f = wp.zeros(model.particle_count, dtype=wp.vec4, device=DEV)
+    with pytest.raises(ValueError, match="particle_f .* dtype"):
+        solver.step(bad, s1, control, None, 0.01)
+    control.joint_f = wp.zeros(2, dtype=wp.float32, device=DEV)
+    with pytest.raises(ValueError, match="control.joint_f has shape"):
+        solver.step(s0, s1, control, None, 0.01)
+    with pytest.raises(ValueError, match="dt must be finite"):
+        solver.step(s0, s1, None, None, float("nan"))
