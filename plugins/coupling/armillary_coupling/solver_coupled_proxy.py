@@ -42,6 +42,7 @@ import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags, StateFlags
+from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverCapabilities
 from armillary.solvers.coupling import ENDPOINT_PARTICLE, CouplingInterface, coupling_hook
 
@@ -50,6 +51,18 @@ from .solver_coupled import SolverCoupled, SolverEntry
 __all__ = ["SolverCoupledProxy"]
 
 _MODES = ("lagged", "staggered")
+_PROXY_JOINT_TYPES = (int(JointType.FIXED), int(JointType.PRISMATIC), int(JointType.REVOLUTE))
+
+
+def _as_list(ids) -> list:
+    """``ids`` (a sequence, an array, a single id or label, or ``None``) as a list."""
+    if ids is None:
+        return []
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        return [ids]
+    if hasattr(ids, "numpy"):
+        return ids.numpy().tolist()
+    return list(ids)
 _RELAX_MODES = ("fixed", "aitken")
 
 
@@ -124,6 +137,27 @@ for _dtype in (wp.spatial_vector, wp.vec3):
     wp.overload(_source_feedback_kernel, {"feedback": wp.array(dtype=_dtype), "feedback_last": wp.array(dtype=_dtype),
                                           "force_a": wp.array(dtype=_dtype),
                                           "force_b": wp.array(dtype=_dtype)})  # fmt: skip
+
+
+@wp.kernel
+def _copy_joint_targets_kernel(
+    src_q_rows: wp.array(dtype=wp.int32),
+    dst_q_rows: wp.array(dtype=wp.int32),
+    src_qd_rows: wp.array(dtype=wp.int32),
+    dst_qd_rows: wp.array(dtype=wp.int32),
+    src_target_q: wp.array(dtype=float),
+    src_target_qd: wp.array(dtype=float),
+    dst_target_q: wp.array(dtype=float),
+    dst_target_qd: wp.array(dtype=float),
+):
+    """Proxy joint drives: copy the source control's ``joint_target_q`` (coordinate rows) and
+    ``joint_target_qd`` (DoF rows) of the proxy joints into the destination-local rows (either
+    target array may be empty: skipped)."""
+    k = wp.tid()
+    if k < src_q_rows.shape[0] and src_target_q.shape[0] > 0 and dst_target_q.shape[0] > 0:
+        dst_target_q[dst_q_rows[k]] = src_target_q[src_q_rows[k]]
+    if k < src_qd_rows.shape[0] and src_target_qd.shape[0] > 0 and dst_target_qd.shape[0] > 0:
+        dst_target_qd[dst_qd_rows[k]] = src_target_qd[src_qd_rows[k]]
 
 
 @wp.kernel
@@ -307,6 +341,13 @@ class _ProxyGroup:
     particle_prev_res: wp.array = None
     body_qd_before: wp.array = None
     particle_qd_before: wp.array = None
+    # proxy joints (kept enabled in the destination view) and their drive-target rows
+    joints: np.ndarray = None
+    d_joint_q_src: wp.array = None  # source control joint_target_q rows
+    d_joint_q_dst: wp.array = None  # destination-local joint_target_q rows
+    d_joint_qd_src: wp.array = None  # source control joint_target_qd rows
+    d_joint_qd_dst: wp.array = None  # destination-local joint_target_qd rows
+    joint_rows: int = 0
     # relaxation (one slot per declaration of the group)
     relax_base: wp.array = None
     relax_aitken: wp.array = None
@@ -354,8 +395,14 @@ class SolverCoupledProxy(SolverCoupled):
     in its ownership masks) with ``mass_scale`` times the source's effective mass
     (``coupling_eval_effective_mass_block`` / ``coupling_eval_effective_mass`` of the source
     solver). All mappings of one (source, destination) pair share one destination solve per
-    iteration. Limitations: the mappings must all go one way (one (source, destination) pair);
-    proxy joints (``joints`` / ``proxy_joints``) are not supported.
+    iteration. Proxy joints (``joints``: FIXED, PRISMATIC or REVOLUTE joints whose endpoints are
+    proxied bodies of the same mapping, or the world) stay enabled in the destination view, so
+    their constraints keep acting between the proxy bodies; before each destination solve the
+    source control's ``joint_target_q`` / ``joint_target_qd`` rows of those joints are copied
+    into the destination-local control rows (one device launch). Limitations: the mappings must
+    all go one way (one (source, destination) pair); ``proxy_joints`` must be ``None`` or equal
+    ``joints`` (no distinct proxy joint ids), and the proxy bodies of joint endpoints must be
+    the source bodies themselves (``proxy_bodies`` identity for them).
 
     Attributes:
         diagnostics: :class:`ProxyDiagnostics` of the last step (device arrays).
@@ -388,8 +435,12 @@ class SolverCoupledProxy(SolverCoupled):
             bodies: source body ids (or labels) mapped into destination proxies.
             proxy_bodies: destination body ids (default: ``bodies``). Distinct ids must name
                 bodies no entry owns (virtual copies).
-            joints: source joint ids kept in the destination (not supported: must be empty).
-            proxy_joints: destination joint ids (default: ``joints``; must be empty).
+            joints: source joint ids (or labels) kept enabled in the destination between the proxy
+                bodies: FIXED, PRISMATIC or REVOLUTE joints whose parent and child are in
+                ``bodies`` (the parent may be the world); their drive targets are copied from the
+                source control before each destination solve.
+            proxy_joints: destination joint ids (default: ``joints``; only ``None`` or equal to
+                ``joints`` is supported).
             mass_scale: factor (finite, > 0) on the source's effective body mass/inertia and
                 particle mass, installed as the destination proxies' mass.
             mode: ``"lagged"`` (source begin pose and end velocity, rewound) or ``"staggered"``
@@ -479,9 +530,11 @@ class SolverCoupledProxy(SolverCoupled):
                                  f"{ci!r}")  # fmt: skip
             if p.collision_pipeline is not None and not callable(p.collision_pipeline):
                 raise TypeError(f"{name}: proxies[{i}]: collision_pipeline must be a factory callable(view)")
-            if list(p.joints or ()) or list(p.proxy_joints or ()):
-                raise NotImplementedError(f"{name}: proxies[{i}]: proxy joints (joints / proxy_joints) are not "
-                                          "supported yet")  # fmt: skip
+            if p.proxy_joints is not None and list(_as_list(p.proxy_joints)) != list(_as_list(p.joints)):
+                raise ValueError(f"{name}: proxies[{i}]: proxy_joints must be None or equal to joints (the "
+                                 "destination keeps the source joints themselves enabled between the proxy bodies; "
+                                 f"distinct proxy joint ids are not supported), got joints={p.joints!r}, "
+                                 f"proxy_joints={p.proxy_joints!r}")  # fmt: skip
         pairs = {(p.source, p.destination) for p in proxies}
         if len(pairs) > 1:
             raise NotImplementedError(f"{name}: every proxy must go from the same source to the same destination "
@@ -502,6 +555,7 @@ class SolverCoupledProxy(SolverCoupled):
         self._decls = []  # per declaration: dict of resolved ids
         used_dst_b: dict[int, int] = {}
         used_dst_p: dict[int, int] = {}
+        used_dst_j: dict[int, int] = {}
         for i, p in enumerate(self.coupling.proxies):
             for role in ("source", "destination"):
                 if getattr(p, role) not in names:
@@ -539,9 +593,54 @@ class SolverCoupledProxy(SolverCoupled):
                     if y in used:
                         raise ValueError(f"{name}: proxy {kind} {y} is used by proxies[{used[y]}] and proxies[{i}]")
                     used[y] = i
+            joints = self._resolve_proxy_joints(i, p, s, bodies, pb, used_dst_j)
             self._decls.append(dict(index=i, proxy=p, source=s, destination=d, bodies=np.asarray(bodies, np.int64),
                                     proxy_bodies=np.asarray(pb, np.int64), particles=np.asarray(parts, np.int64),
-                                    proxy_particles=np.asarray(pp, np.int64)))  # fmt: skip
+                                    proxy_particles=np.asarray(pp, np.int64),
+                                    joints=np.asarray(joints, np.int64)))  # fmt: skip
+
+    def _resolve_proxy_joints(self, i: int, p, source: int, bodies, proxy_bodies, used: dict) -> list[int]:
+        """Resolve and check ``p.joints`` (proxy joints of declaration ``i``, source entry ``source``)."""
+        name = type(self).__name__
+        cfg = self._configs[source]
+        m = self.model
+        nj = int(m.joint_count or 0)
+        raw = _as_list(p.joints)
+        if not raw:
+            return []
+        joint_labels = list(getattr(m, "joint_label", []) or [])
+        joints = self._resolve_ids(cfg, "joint", raw, nj, joint_labels)
+        jtype = m.joint_type.numpy()
+        jparent, jchild = m.joint_parent.numpy(), m.joint_child.numpy()
+        to_proxy = dict(zip((int(b) for b in bodies), (int(b) for b in proxy_bodies)))
+        for j in joints:
+            label = f" ({joint_labels[j]!r})" if j < len(joint_labels) and joint_labels[j] else ""
+            t = int(jtype[j])
+            if t not in _PROXY_JOINT_TYPES:
+                try:
+                    tname = JointType(t).name
+                except ValueError:
+                    tname = str(t)
+                raise ValueError(f"{name}: proxies[{i}]: joint {j}{label} has type {tname}; proxy joints must be "
+                                 "FIXED, PRISMATIC or REVOLUTE")  # fmt: skip
+            for role, b in (("parent", int(jparent[j])), ("child", int(jchild[j]))):
+                if b < 0 and role == "parent":
+                    continue
+                if b not in to_proxy:
+                    raise ValueError(f"{name}: proxies[{i}]: joint {j}{label}: its {role} body {b} is not one of the "
+                                     "proxy's bodies; both endpoints of a proxy joint must be proxied bodies (the "
+                                     "parent may be the world)")  # fmt: skip
+                if to_proxy[b] != b:
+                    raise ValueError(f"{name}: proxies[{i}]: joint {j}{label}: its {role} body {b} has the distinct "
+                                     f"proxy body {to_proxy[b]}; proxy joints need the endpoints' proxies to be the "
+                                     "source bodies themselves (proxy_bodies identity)")  # fmt: skip
+            if self.joint_owner[j] != source:
+                raise ValueError(f"{name}: proxies[{i}]: joint {j}{label} is not owned by the source entry "
+                                 f"{cfg.name!r}")  # fmt: skip
+            if j in used:
+                raise ValueError(f"{name}: proxy joint {j}{label} is used by proxies[{used[j]}] and proxies[{i}]")
+            used[j] = i
+        return joints
 
     def _decls_into(self, entry_name: str):
         return [d for d in self._decls if self._configs[d["destination"]].name == entry_name]
@@ -551,6 +650,9 @@ class SolverCoupledProxy(SolverCoupled):
 
     def _entry_proxy_particle_keep_indices(self, name: str) -> set[int]:
         return {int(i) for d in self._decls_into(name) for i in d["proxy_particles"]}
+
+    def _entry_proxy_joint_keep_indices(self, name: str) -> set[int]:
+        return {int(j) for d in self._decls_into(name) for j in d["joints"]}
 
     def _customize_view(self, entry: SolverEntry) -> None:
         """Mark the proxies of this destination and give them ``mass_scale`` times the source's
@@ -661,6 +763,7 @@ class SolverCoupledProxy(SolverCoupled):
         g.particle_prev_res = wp.zeros(npp, dtype=wp.vec3, device=dev)
         g.body_qd_before = wp.zeros(nb_view, dtype=wp.spatial_vector, device=dev)
         g.particle_qd_before = wp.zeros(np_view, dtype=wp.vec3, device=dev)
+        self._build_group_joint_rows(g, decls)
         proxies = [d["proxy"] for d in decls]
         f32 = lambda vals: wp.array(np.asarray(vals, np.float32), dtype=float, device=dev)  # noqa: E731
         g.relax_base = f32([p.proxy_relaxation for p in proxies])
@@ -681,6 +784,61 @@ class SolverCoupledProxy(SolverCoupled):
                 g.collide_interval = int(p.collide_interval or 1)
                 break
         return g
+
+    def _build_group_joint_rows(self, g: _ProxyGroup, decls) -> None:
+        """Drive-target rows of the group's proxy joints: source control rows (the shared model's
+        ``joint_q_start`` / ``joint_qd_start``) and destination-local rows (the destination view's)."""
+        dev = self.model.device
+        parts = [np.asarray(d["joints"], np.int64) for d in decls]
+        g.joints = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        sq, sqd, dq, dqd = [], [], [], []
+        if len(g.joints):
+            m, v = self.model, g.destination.view
+            mq, mqd = m.joint_q_start.numpy(), m.joint_qd_start.numpy()
+            vq, vqd = v.joint_q_start.numpy(), v.joint_qd_start.numpy()
+            for j in g.joints:
+                nq, nqd = int(mq[j + 1] - mq[j]), int(mqd[j + 1] - mqd[j])
+                sq += range(int(mq[j]), int(mq[j]) + nq)
+                dq += range(int(vq[j]), int(vq[j]) + nq)
+                sqd += range(int(mqd[j]), int(mqd[j]) + nqd)
+                dqd += range(int(vqd[j]), int(vqd[j]) + nqd)
+
+        def i32(a):
+            return wp.array(np.asarray(a, np.int32), dtype=wp.int32, device=dev)
+
+        g.d_joint_q_src, g.d_joint_q_dst = i32(sq), i32(dq)
+        g.d_joint_qd_src, g.d_joint_qd_dst = i32(sqd), i32(dqd)
+        g.joint_rows = max(len(sq), len(sqd))
+
+    def _copy_control(self, entry: SolverEntry, control):
+        """The entry-local control (see :meth:`SolverCoupled._copy_control`); for a destination
+        with proxy joints, the source control's drive targets of those joints are then copied into
+        the destination-local ``joint_target_q`` / ``joint_target_qd`` rows."""
+        local = super()._copy_control(entry, control)
+        if local is None:
+            return None
+        for g in self._groups:
+            if g.destination is not entry or not g.joint_rows:
+                continue
+            src_q = getattr(control, "joint_target_q", None)
+            src_qd = getattr(control, "joint_target_qd", None)
+            dst_q = getattr(local, "joint_target_q", None)
+            dst_qd = getattr(local, "joint_target_qd", None)
+            empty = self._empty_float()
+            pair_q = (src_q, dst_q) if src_q is not None and dst_q is not None else (empty, empty)
+            pair_qd = (src_qd, dst_qd) if src_qd is not None and dst_qd is not None else (empty, empty)
+            if pair_q[0] is pair_q[1] and pair_qd[0] is pair_qd[1]:
+                continue  # the destination reads the caller's arrays themselves
+            self._launch(_copy_joint_targets_kernel, g.joint_rows,
+                         (g.d_joint_q_src, g.d_joint_q_dst, g.d_joint_qd_src, g.d_joint_qd_dst,
+                          pair_q[0], pair_qd[0], pair_q[1], pair_qd[1]))  # fmt: skip
+        return local
+
+    def _empty_float(self):
+        e = self.__dict__.get("_empty_f32")
+        if e is None:
+            e = self._empty_f32 = wp.zeros(0, dtype=float, device=self.model.device)
+        return e
 
     # ------------------------------------------------------------------ accessors
     def proxy_feedback(self, source: str | None = None, destination: str | None = None):

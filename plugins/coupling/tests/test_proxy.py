@@ -69,7 +69,7 @@ def test_names_and_defaults_match_the_reference_api():
     (dict(proxy=dict(proxy_relaxation=-0.5)), ValueError),
     (dict(proxy=dict(proxy_relaxation_mode="newton")), ValueError),
     (dict(proxy=dict(collide_interval=0)), ValueError),
-    (dict(proxy=dict(joints=[0])), NotImplementedError),
+    (dict(proxy=dict(joints=[0])), ValueError),  # joint 0 is box a's FREE joint: not a proxy joint type
     (dict(proxy=dict(source="nobody")), ValueError),
     (dict(proxy=dict(bodies=[1])), ValueError),  # body 1 is not owned by the source
     (dict(proxy=dict(bodies=[0], proxy_bodies=[1])), ValueError),  # owned by the destination
@@ -487,3 +487,141 @@ def test_lagged_predictor_extrapolates_the_feedback_history_on_the_first_pass():
             np.testing.assert_allclose(src.state_0.body_f.numpy()[0], (F + b * (F - (F_last if it == 0 else F)))[0],
                                        rtol=1e-6, atol=1e-7)  # fmt: skip
         np.testing.assert_allclose(g.body_feedback_last.numpy(), F)  # the history moved on
+
+
+# ------------------------------------------------------------------ proxy joints (VBD destination)
+_ARM_L = 0.5
+
+
+def _proxy_arm(*, prismatic: bool = False, ball: bool = False):
+    """Two-link arm (links 0, 1; joint 0 world-link 0 and joint 1 link 0-link 1, revolute about y,
+    PD-driven) plus a free box (body 2, joint 2); coloured for SolverVBD."""
+    b = newton.ModelBuilder()
+    m, L = 1.0, _ARM_L
+    inertia = np.diag([m * 0.04**2 / 6, m * (L * L + 0.04**2) / 12, m * (L * L + 0.04**2) / 12])
+    l1 = b.add_link(mass=m, inertia=inertia, label="link1")
+    l2 = b.add_link(mass=m, inertia=inertia, label="link2")
+    j0 = b.add_joint_revolute(-1, l1, parent_xform=wp.transform((0.0, 0.0, 2.0), wp.quat_identity()),
+                              child_xform=wp.transform((-L / 2, 0.0, 0.0), wp.quat_identity()), axis=(0, 1, 0),
+                              target_ke=100.0, target_kd=10.0)  # fmt: skip
+    px, cx = wp.transform((L / 2, 0.0, 0.0), wp.quat_identity()), wp.transform((-L / 2, 0.0, 0.0), wp.quat_identity())
+    if ball:
+        j1 = b.add_joint_ball(l1, l2, parent_xform=px, child_xform=cx)
+    elif prismatic:
+        j1 = b.add_joint_prismatic(l1, l2, parent_xform=px, child_xform=cx, axis=(1, 0, 0))
+    else:
+        j1 = b.add_joint_revolute(l1, l2, parent_xform=px, child_xform=cx, axis=(0, 1, 0), target_ke=50.0,
+                                  target_kd=5.0)  # fmt: skip
+    b.add_articulation([j0, j1])
+    b.add_body(xform=wp.transform((3.0, 0.0, 1.0), wp.quat_identity()), mass=1.0, inertia=wp.mat33(np.eye(3) * 0.01),
+               label="box")  # fmt: skip
+    b.color()
+    model = b.finalize()
+    state = model.state()
+    newton.eval_fk(model, state.joint_q, state.joint_qd, state)
+    return model, state
+
+
+def _vbd(v):
+    return newton.solvers.SolverVBD(v, iterations=10)
+
+
+def _arm_proxy_solver(model, source=_fs, **proxy_kw):
+    proxy_kw.setdefault("bodies", [0, 1])
+    return SolverCoupledProxy(model, entries=[E(name="arm", solver=source, bodies=[0, 1]),
+                                              E(name="vbd", solver=_vbd, bodies=[2])],
+                              coupling=SolverCoupledProxy.Config(proxies=[P("arm", "vbd", **proxy_kw)]))  # fmt: skip
+
+
+def _arm_gaps(body_q) -> tuple[float, float]:
+    """(gap of joint 1 between the links, gap of joint 0 to its world anchor) [m]."""
+    q = body_q.astype(np.float64)
+    rot = [np.asarray(wp.quat_to_matrix(wp.quat(*q[i, 3:]))).reshape(3, 3) for i in (0, 1)]
+    a = q[0, :3] + rot[0] @ np.array([_ARM_L / 2, 0.0, 0.0])
+    c = q[1, :3] + rot[1] @ np.array([-_ARM_L / 2, 0.0, 0.0])
+    w = q[0, :3] + rot[0] @ np.array([-_ARM_L / 2, 0.0, 0.0])
+    return float(np.linalg.norm(a - c)), float(np.linalg.norm(w - np.array([0.0, 0.0, 2.0])))
+
+
+@pytest.mark.filterwarnings("ignore:SolverFeatherstone ignores joint_enabled")
+def test_proxy_joints_stay_enabled_in_the_destination_view():
+    model, _ = _proxy_arm()
+    with_joints = _arm_proxy_solver(model, joints=[0, 1])
+    assert with_joints.view("vbd").joint_enabled.numpy().tolist() == [True, True, True]
+    assert with_joints.entry("vbd").joints.tolist() == [2]  # kept, not owned: no joint rows are reconciled
+    without = _arm_proxy_solver(model)
+    assert without.view("vbd").joint_enabled.numpy().tolist() == [False, False, True]
+    aliased = _arm_proxy_solver(model, joints=[0, 1], proxy_joints=[0, 1])
+    assert aliased.view("vbd").joint_enabled.numpy().tolist() == [True, True, True]
+
+
+@pytest.mark.filterwarnings("ignore:SolverFeatherstone ignores joint_enabled")
+@pytest.mark.parametrize("source", ["featherstone", "xpbd"])
+def test_proxy_joints_keep_the_driven_arm_together_in_vbd(source):
+    """A two-link arm (Featherstone or XPBD) driven to joint targets; its proxies in a SolverVBD
+    entry keep both revolute constraints (gap below 1 mm in the destination output) and get the
+    drive targets copied; the source behaves as alone (no joint force is fed back twice)."""
+    model, s0 = _proxy_arm()
+    s1 = model.state()
+    solver = _arm_proxy_solver(model, source=_fs if source == "featherstone" else _xpbd, joints=[0, 1])
+    control = model.control()
+    target = np.asarray(control.joint_target_q.numpy())
+    target[:2] = (0.8, -0.5)
+    control.joint_target_q.assign(target)
+    gaps = []
+    for _ in range(150):
+        solver.step(s0, s1, control, None, DT)
+        s0, s1 = s1, s0
+        gaps.append(_arm_gaps(solver.entry("vbd").state_out.body_q.numpy()))
+    gaps = np.asarray(gaps)
+    assert np.all(np.isfinite(gaps)) and gaps.max() < 1.0e-3, gaps.max(axis=0)
+    np.testing.assert_allclose(solver.entry("vbd").control.joint_target_q.numpy()[:2], (0.8, -0.5))
+    # the source followed its drives (from 0 rad; gravity sag and the drive feedback aside)
+    q = s0.body_q.numpy()
+    angle0 = np.arctan2(-(q[0, 2] - 2.0), q[0, 0])  # link 0's angle about +y (x towards -z)
+    assert abs(angle0 - 0.8) < 0.15, angle0
+    # the joints act between two proxies of the same source: their forces are the source's own
+    # business, so VBD reports contact feedback only (none here: the arm touches nothing)
+    assert solver.solver("vbd").coupling_harvest == "contact"
+    body_f, _ = solver.proxy_feedback()
+    assert np.all(np.isfinite(body_f.numpy())) and np.abs(body_f.numpy()).max() < 1.0e-6
+
+
+@pytest.mark.filterwarnings("ignore:SolverFeatherstone ignores joint_enabled")
+def test_proxy_joint_targets_are_copied_into_the_destination_rows():
+    model, s0 = _proxy_arm()
+    solver = _arm_proxy_solver(model, joints=[1])
+    control = model.control()
+    tq, tqd = control.joint_target_q.numpy(), control.joint_target_qd.numpy()
+    tq[:2], tqd[:2] = (0.3, -0.4), (0.1, 0.2)
+    control.joint_target_q.assign(tq)
+    control.joint_target_qd.assign(tqd)
+    local = solver._copy_control(solver.entry("vbd"), control)
+    assert local is solver.entry("vbd").control
+    assert local.joint_target_q.numpy()[1] == pytest.approx(-0.4)
+    assert local.joint_target_qd.numpy()[1] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(joints=[2]), "FREE"),  # the box's free joint
+    (dict(joints=[0, 1], proxy_joints=[1, 0]), "proxy_joints"),
+    (dict(joints=[0], proxy_joints=[]), "proxy_joints"),
+    (dict(bodies=[0], joints=[1]), "child body 1 is not one of the proxy's bodies"),
+    (dict(bodies=[1], joints=[1]), "parent body 0 is not one of the proxy's bodies"),
+    (dict(joints=[5]), "joint"),
+])
+@pytest.mark.filterwarnings("ignore:SolverFeatherstone ignores joint_enabled")
+def test_invalid_proxy_joints_raise(kw, match):
+    model, _ = _proxy_arm()
+    with pytest.raises(ValueError, match=match):
+        _arm_proxy_solver(model, **kw)
+
+
+@pytest.mark.filterwarnings("ignore:SolverFeatherstone ignores joint_enabled")
+def test_unsupported_proxy_joint_type_names_the_joint_and_type():
+    model, _ = _proxy_arm(ball=True)
+    with pytest.raises(ValueError, match=r"joint 1 .*BALL"):
+        _arm_proxy_solver(model, joints=[0, 1])
+    model, _ = _proxy_arm(prismatic=True)
+    solver = _arm_proxy_solver(model, joints=[0, 1])  # PRISMATIC is supported
+    assert solver.view("vbd").joint_enabled.numpy().tolist() == [True, True, True]

@@ -405,13 +405,35 @@ class SolverVBD(SolverBase, CouplingInterface):
         self._impulse = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
         self._impulse_time = wp.zeros(1, dtype=float, device=dev)
         self._track_impulse = False
-        self.coupling_harvest = "inertial"
+        self.coupling_harvest = "contact" if self._proxy_joints(model) else "inertial"
         """How :meth:`coupling_harvest_proxy_wrenches` measures the feedback on proxy bodies:
         ``"inertial"`` (default): the impulse VBD's own solve applied, the inertial residual of
         each body's solved pose against its private prediction (gravity and force input excluded
         exactly); ``"contact"``: the body-particle reactions and rigid contact wrenches of the
         last sweep. Both agree at convergence; with one lagged proxy iteration only the first
-        settles a box on cloth (README)."""
+        settles a box on cloth (README). ``"contact"`` is the default when the model (a coupling
+        view) keeps a constraining joint on a proxy body (proxy joints): the inertial residual
+        would also count those joints' forces, which the source applies itself."""
+
+    @staticmethod
+    def _proxy_joints(model) -> bool:
+        """True when an enabled, constraining (non-FREE) joint touches a ``BodyFlags.PROXY`` body."""
+        from armillary.sim.enums import BodyFlags
+
+        if not _count(model, "body_count") or not _count(model, "joint_count"):
+            return False
+        flags = model.body_flags.numpy()
+        proxy = (flags & int(BodyFlags.PROXY)) != 0
+        if not proxy.any():
+            return False
+        jt, en = model.joint_type.numpy(), model.joint_enabled.numpy()
+        par, chi = model.joint_parent.numpy(), model.joint_child.numpy()
+        for j in range(len(jt)):
+            if not en[j] or int(jt[j]) == int(JointType.FREE):
+                continue
+            if (par[j] >= 0 and proxy[par[j]]) or (chi[j] >= 0 and proxy[chi[j]]):
+                return True
+        return False
 
     # ------------------------------------------------------------------ validation
     def _validate_model(self, model) -> None:
