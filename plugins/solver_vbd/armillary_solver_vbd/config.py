@@ -55,14 +55,11 @@ class AVBDConfig:
             of violation]; 0 keeps penalties fixed.
         gamma: per-step retention of multipliers (and legacy penalties) in [0, 1].
         contact_hard: legacy body-body contact mode (hard ALM when True, penalty when False).
-        contact_history: keep body-body contact multipliers across steps (matched contacts).
         contact_k_start: legacy contact penalty seed [N/m].
         joint_linear_ke, joint_angular_ke: material stiffness of the structural joint rows of
             non-rod joints [N/m, N m/rad].
         joint_linear_k_start, joint_angular_k_start: legacy joint penalty seeds.
         joint_linear_kd, joint_angular_kd: damping of the structural joint rows [N s/m, N m s/rad].
-        body_contact_buffer_size: body-body contacts kept per body in the per-body lists.
-        body_particle_contact_buffer_size: body-particle contacts kept per body.
     """
 
     joint_alpha: float = 0.0
@@ -71,7 +68,6 @@ class AVBDConfig:
     angular_beta: float = 0.0
     gamma: float = 0.999
     contact_hard: bool = True
-    contact_history: bool = False
     contact_k_start: float = 100.0
     joint_linear_ke: float = 1.0e5
     joint_angular_ke: float = 1.0e5
@@ -79,5 +75,3 @@ class AVBDConfig:
     joint_angular_k_start: float = 10.0
     joint_linear_kd: float = 0.0
     joint_angular_kd: float = 0.0
-    body_contact_buffer_size: int = 64
-    body_particle_contact_buffer_size: int = 256

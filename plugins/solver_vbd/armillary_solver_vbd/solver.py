@@ -359,7 +359,6 @@ class SolverVBD(SolverBase, CouplingInterface):
             angular_beta=pick("rigid_avbd_angular_beta", rigid_avbd_angular_beta, beta, lo=0.0),
             gamma=_finite("rigid_avbd_gamma", rigid_avbd_gamma, lo=0.0, hi=1.0),
             contact_hard=True if rigid_contact_hard is None else bool(rigid_contact_hard),
-            contact_history=bool(rigid_contact_history) if rigid_contact_history is not None else False,
             contact_k_start=pick("rigid_contact_k_start", rigid_contact_k_start, 100.0, lo=0.0, lo_open=True),
             joint_linear_ke=pick("rigid_joint_linear_ke", rigid_joint_linear_ke, 1.0e5, lo=0.0),
             joint_angular_ke=pick("rigid_joint_angular_ke", rigid_joint_angular_ke, 1.0e5, lo=0.0),
@@ -369,14 +368,10 @@ class SolverVBD(SolverBase, CouplingInterface):
                                        lo_open=True),  # fmt: skip
             joint_linear_kd=max(jkd, 0.0),
             joint_angular_kd=max(akd, 0.0),
-            body_contact_buffer_size=int(rigid_body_contact_buffer_size),
-            body_particle_contact_buffer_size=int(rigid_body_particle_contact_buffer_size),
         )
 
         self.body_count = _count(model, "body_count")
         self.particle_count = _count(model, "particle_count")
-        self.body_mask = None  # ownership masks are not needed: a coupling view zeroes non-owned masses
-        self.particle_mask = None
         self._validate_model(model)
 
         from .particles import ParticleVBD
