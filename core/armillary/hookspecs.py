@@ -83,7 +83,10 @@ def armillary_register_importers(registry):
             ``fn(builder, source, **kwargs)`` that adds the file's content to
             ``builder`` and returns what ``ModelBuilder.add_<format>`` returns.
             ``suffixes`` (lower case, with the dot) let ``armillary run`` pick
-            the importer for a file.
+            the importer for a file. ``api="package.module"`` (optional)
+            names a module of public helpers that core re-exports as
+            ``armillary.<format>.<name>`` on first access (today core has
+            such a namespace for ``usd``: ``armillary.usd.SchemaResolverMjc``).
 
     Returns:
         None. The builder method ``ModelBuilder.add_<format>`` then serves the

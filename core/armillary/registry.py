@@ -219,10 +219,45 @@ class ImporterRegistry(_Registry):
 
     kind = "importer"
 
-    def add(self, format: str, target, *, suffixes=(), method: str | None = None, summary: str) -> None:
-        """Register importer ``format`` serving ``ModelBuilder.<method>`` (default ``add_<format>``)."""
+    def add(self, format: str, target, *, suffixes=(), method: str | None = None, summary: str,
+            api: str | None = None) -> None:
+        """Register importer ``format`` serving ``ModelBuilder.<method>`` (default ``add_<format>``).
+
+        ``api`` optionally names a module (``"package.module"``) whose public names a core
+        namespace module re-exports on first access (``armillary.usd.<name>`` for ``"usd"``).
+        """
         suffixes = tuple(s.lower() if s.startswith(".") else "." + s.lower() for s in suffixes)
-        self._add(format, target, summary, suffixes=suffixes, method=method or f"add_{format}")
+        if api is not None and (not isinstance(api, str) or not all(p.isidentifier() for p in api.split("."))):
+            raise ValueError(f"importer {format!r}: api must be a dotted module name, got {api!r}")
+        self._add(format, target, summary, suffixes=suffixes, method=method or f"add_{format}", api=api)
+
+    def api(self, format: str, name: str):
+        """The public helper ``name`` of importer ``format``'s ``api`` module.
+
+        Raises ImportError when no installed plugin provides ``format`` (naming the distribution
+        to install), AttributeError when the module has no such public name.
+        """
+        entry = self.get(format)
+        if entry is None:
+            raise self._missing(format)
+        module_name = entry.meta.get("api")
+        if module_name is None:
+            raise AttributeError(f"importer {format!r} ({entry.plugin.label}) declares no api module, so it has no {name!r}")
+        module = importlib.import_module(module_name)
+        public = getattr(module, "__all__", None)
+        if name.startswith("_") or (public is not None and name not in public) or not hasattr(module, name):
+            available = ", ".join(sorted(public if public is not None else (n for n in dir(module) if not n.startswith("_"))))
+            raise AttributeError(f"armillary.{format} has no attribute {name!r} ({entry.plugin.label}); available: {available}")
+        return getattr(module, name)
+
+    def api_names(self, format: str) -> list[str]:
+        """The public names of importer ``format``'s api module (empty when it declares none)."""
+        entry = self.get(format)
+        module_name = entry.meta.get("api") if entry is not None else None
+        if module_name is None:
+            return []
+        module = importlib.import_module(module_name)
+        return sorted(getattr(module, "__all__", [n for n in dir(module) if not n.startswith("_")]))
 
     def for_method(self, method: str) -> Entry | None:
         """The importer serving builder method ``method`` (e.g. ``"add_mjcf"``)."""

@@ -124,6 +124,24 @@ def test_importer_methods_resolve_and_missing_importer_names_distribution(regist
         import_into(sentinel, "mjcf", "robot.xml")
 
 
+def test_importer_api_module_backs_the_usd_namespace(registry, tmp_path, monkeypatch):
+    """``armillary.usd.<name>`` resolves through the ``usd`` importer's declared api module."""
+    (tmp_path / "toy_usd_api.py").write_text("__all__ = ['helper']\ndef helper():\n    return 42\n_hidden = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="pip install armillary-importer-usd"):
+        armillary.usd.get_mesh  # noqa: B018
+    registry.register(make_plugin(armillary_register_importers=lambda registry: registry.add(
+        "usd", lambda builder, source: None, suffixes=(".usda",), api="toy_usd_api", summary="toy usd")), name="usd")
+    assert armillary.usd.helper() == 42
+    assert dir(armillary.usd) == ["helper"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'.*available: helper"):
+        armillary.usd.nope  # noqa: B018
+    with pytest.raises(AttributeError, match="_hidden"):
+        armillary.usd._hidden  # noqa: B018
+    with pytest.raises(ValueError, match="dotted module name"):
+        registry.importers.add("bad", lambda b, s: None, api="not a module", summary="bad")
+
+
 def test_actuator_components_resolve_through_the_module(registry):
     class ControllerToy:
         pass
