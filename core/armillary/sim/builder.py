@@ -74,6 +74,8 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         self.balance_inertia = True
         self.bound_mass = None
         self.bound_inertia = None
+        # (feature, source) notes of authored values that need a solver feature (see note_authored_feature)
+        self.authored_features: list[tuple[str, str]] = []
 
         # bodies
         self.body_q: list = []
@@ -143,6 +145,22 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         self._init_custom_attributes()
         self._init_particles()
         self._init_rods()
+
+    def note_authored_feature(self, feature: str, source: str) -> None:
+        """Record that an imported value needs solver feature ``feature`` to take effect.
+
+        ``feature`` is a key of :data:`armillary.solvers.capabilities.FEATURES` (e.g.
+        ``"joint_friction"``), ``source`` says where the value was authored (``"</robot/elbow>
+        newton:friction"``). Finalize copies the notes to ``Model.authored_features``; a solver
+        whose capabilities lack the feature warns once per feature, naming the sources.
+        """
+        from ..solvers.capabilities import FEATURES
+
+        if feature not in FEATURES:
+            raise ValueError(f"note_authored_feature: unknown feature {feature!r}; allowed: {', '.join(sorted(FEATURES))}")
+        note = (feature, str(source))
+        if note not in self.authored_features:
+            self.authored_features.append(note)
 
     # ------------------------------------------------------------------ gravity
     def _coerce_gravity(self, gravity) -> tuple[float, float, float]:

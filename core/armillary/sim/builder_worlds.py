@@ -387,6 +387,9 @@ class WorldBuilderMixin:
         if c.pairs:
             set.update(self.shape_collision_filter_pairs, ((a + ns, b + ns) for a, b in c.pairs))
 
+        for note in getattr(src, "authored_features", ()):
+            if note not in self.authored_features:
+                self.authored_features.append(note)
         self._merge_particles(src, offsets, None if mv is None else wp.transform(*mv["tf"].tolist()))
         self._merge_rods(src, offsets)
         self._merge_custom_attributes(src, offsets)

@@ -395,6 +395,7 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
     m.shape_sdf_narrow_band_range = list(b.shape_sdf_narrow_band_range)
     m.shape_world_start = arr(_world_start_fast(sworld, W), wp.int32)
     m.shape_collision_filter_pairs = set(b.shape_collision_filter_pairs)
+    m.authored_features = tuple(b.authored_features)
 
     # ---- plugins of the builder (particles, then custom attributes)
     b._finalize_particles(m, dev, g)

@@ -87,6 +87,8 @@ class Model:
         self.shape_source: list = []
         self.body_shapes: dict[int, list[int]] = {}
         self.shape_collision_filter_pairs: set[tuple[int, int]] = set()
+        # (feature, source) of imported values that need a solver feature (ModelBuilder.note_authored_feature)
+        self.authored_features: tuple[tuple[str, str], ...] = ()
         self.max_dofs_per_articulation = 0
         self.max_joints_per_articulation = 0
         self.rigid_contact_max = None

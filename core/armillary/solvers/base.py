@@ -9,13 +9,14 @@ and :mod:`armillary.testing` for the conformance suite every solver runs.
 
 from __future__ import annotations
 
+import warnings
 from typing import ClassVar
 
 import numpy as np
 
 from ..flags import ModelFlags, StateFlags
 from ..sim.enums import JointType
-from .capabilities import Coordinates, SolverCapabilities
+from .capabilities import FEATURES, Coordinates, SolverCapabilities
 
 
 class SolverBase:
@@ -48,6 +49,7 @@ class SolverBase:
         self.collision_pipeline = collision_pipeline
         self._last_model_flags = 0
         self.check_model_supported(model)
+        self.warn_unhonoured_features(model)
 
     # ------------------------------------------------------------------ checks
     @classmethod
@@ -90,6 +92,27 @@ class SolverBase:
         world_count = int(getattr(model, "world_count", 1) or 1)
         if world_count > 1 and "multiple_worlds" not in caps.features:
             raise ValueError(f"{name} does not support multiple worlds (the model has {world_count})")
+
+    @classmethod
+    def warn_unhonoured_features(cls, model) -> None:
+        """Warn once per feature for imported values (``Model.authored_features``) this solver ignores.
+
+        Each warning names the feature, its meaning and where the values were authored (the first
+        three sources and how many more), e.g. a USD prim and attribute.
+        """
+        notes = getattr(model, "authored_features", ()) or ()
+        by_feature: dict[str, list[str]] = {}
+        for feature, source in notes:
+            if feature not in cls.capabilities.features:
+                by_feature.setdefault(feature, []).append(source)
+        for feature, sources in by_feature.items():
+            shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+            warnings.warn(
+                f"{cls.__name__} does not honour {feature} ({FEATURES.get(feature, feature)}); "
+                f"values authored at {shown} have no effect with this solver",
+                UserWarning,
+                stacklevel=3,
+            )
 
     # --------------------------------------------------------------- contract
     def step(self, state_in, state_out, control, contacts, dt: float) -> None:

@@ -111,7 +111,8 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         joint_types=frozenset({JointType.PRISMATIC, JointType.REVOLUTE, JointType.BALL, JointType.FIXED,
                                JointType.FREE, JointType.D6}),  # fmt: skip
         features=frozenset({"rigid_bodies", "body_forces", "joint_forces", "kinematic_bodies", "rigid_contacts",
-                            "friction", "joint_limits", "joint_drives", "joint_springs", "mimic_joints",
+                            "friction", "joint_limits", "joint_drives", "joint_springs", "joint_armature",
+                            "joint_damping", "joint_friction", "mimic_joints",
                             "loop_joints", "multiple_worlds", "reset_world_mask"}),  # fmt: skip
         deterministic=True,
         collision_pipeline=True,

@@ -161,6 +161,7 @@ class SolverVBD(SolverBase, CouplingInterface):
                 "soft_bodies",
                 "joint_limits",
                 "joint_drives",
+                "joint_limit_springs",
                 "mimic_joints",
                 "loop_joints",
                 "multiple_worlds",

@@ -128,6 +128,7 @@ class SolverXPBD(SolverBase):
                 "joint_limits",
                 "joint_drives",
                 "joint_springs",
+                "joint_damping",
                 "mimic_joints",
                 "loop_joints",
                 "multiple_worlds",
