@@ -134,6 +134,18 @@ def _tail(label: str) -> str:
     return label.rstrip("/").rsplit("/", 1)[-1] if label else label
 
 
+def _glob(labels: list[str], keys: list[str], pattern: str, full: bool) -> np.ndarray:
+    """Glob match; a full-label pattern without ``/`` also matches a path label's final component.
+
+    So ``"robot*"`` selects the articulation ``"/robot"`` a USD import labels by its prim path
+    (as the Articulations page's ``add_usd`` + ``pattern="robot*"`` example expects).
+    """
+    hit = np.array([fnmatch.fnmatchcase(k, pattern) for k in keys], dtype=bool)
+    if full and "/" not in pattern:
+        hit |= np.array(["/" in k and fnmatch.fnmatchcase(_tail(k), pattern) for k in labels], dtype=bool)
+    return hit
+
+
 def _match_labels(labels: list[str], pattern, what: str, full: bool) -> np.ndarray:
     """Boolean match of ``labels`` against a glob, list of globs, compiled regex or list of indices."""
     n = len(labels)
@@ -141,7 +153,7 @@ def _match_labels(labels: list[str], pattern, what: str, full: bool) -> np.ndarr
     if isinstance(pattern, re.Pattern):
         return np.array([pattern.fullmatch(k) is not None for k in keys], dtype=bool)
     if isinstance(pattern, str):
-        return np.array([fnmatch.fnmatchcase(k, pattern) for k in keys], dtype=bool)
+        return _glob(labels, keys, pattern, full)
     items = list(pattern)
     if items and all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in items):
         idx = np.asarray(items, dtype=np.int64)
@@ -158,7 +170,7 @@ def _match_labels(labels: list[str], pattern, what: str, full: bool) -> np.ndarr
         if isinstance(p, re.Pattern):
             out |= np.array([p.fullmatch(k) is not None for k in keys], dtype=bool)
         elif isinstance(p, str):
-            out |= np.array([fnmatch.fnmatchcase(k, p) for k in keys], dtype=bool)
+            out |= _glob(labels, keys, p, full)
         else:
             raise TypeError(
                 f"{what} patterns must be strings, compiled regular expressions or integer indices, got {p!r}"
@@ -236,7 +248,9 @@ class ArticulationView:
     """Batched access to the joints, DOFs, links and shapes of selected articulations.
 
     Matches articulation labels against ``pattern`` (glob, list of globs, compiled regular
-    expression with full matching, or ascending list of articulation indices) and lays out
+    expression with full matching, or ascending list of articulation indices; a glob without
+    ``/`` also matches the final component of a path label such as ``"/World/robot"``, which
+    the reference engine does not) and lays out
     per-frequency data as ``(world_count, count_per_world, values...)``.
 
     Joint and link filters (``include_joints``, ``exclude_joints``, ``include_links``,

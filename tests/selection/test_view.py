@@ -20,6 +20,25 @@ def bits(a):
     return np.ascontiguousarray(a.numpy()).reshape(-1).view(np.uint8).copy()
 
 
+def test_glob_without_slash_matches_path_label_tail():
+    """``"robot*"`` selects articulations labelled by USD prim path (``"/World/robot_0"``)."""
+    robot = newton.ModelBuilder()
+    link = robot.add_link()
+    robot.add_articulation([robot.add_joint_revolute(-1, link)], label="/World/robot")
+    other = newton.ModelBuilder()
+    link = other.add_link()
+    other.add_articulation([other.add_joint_revolute(-1, link)], label="/World/robot/arm")
+    scene = newton.ModelBuilder()
+    scene.add_builder(robot)
+    scene.add_builder(other)
+    m = scene.finalize()
+    assert AV(m, "robot*").articulation_ids.numpy().tolist() == [[0]]
+    assert AV(m, "arm").articulation_ids.numpy().tolist() == [[1]]
+    assert AV(m, "/World/robot*").count == 2  # a pattern with "/" matches full labels only
+    with pytest.raises(KeyError, match="No articulations matching pattern 'World\*'"):
+        AV(m, "World*")
+
+
 # ------------------------------------------------------------------ selection by pattern
 @pytest.fixture(scope="module")
 def two_robots(mk):
