@@ -19,7 +19,7 @@ from .sim.enums import Axis, BodyFlags, GeoType, JointTargetMode, JointType, Par
 
 # public names defined in submodules, imported on first access
 _LAZY = {name: "armillary.sim" for name in ("ModelBuilder", "Model", "State", "Control", "Contacts", "Mesh",
-                                             "Heightfield", "Rod")}
+                                             "Heightfield", "Rod", "TetMesh")}
 _LAZY["CollisionPipeline"] = "armillary.geometry"
 _LAZY["eval_rigid_contact_kinematics"] = "armillary.geometry.contact_kinematics"
 _LAZY.update({name: "armillary.sim.kinematics" for name in ("eval_fk", "eval_ik", "eval_mimic")})

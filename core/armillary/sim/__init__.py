@@ -19,6 +19,7 @@ _LAZY = {
     "Mesh": ".geometry_types",
     "Heightfield": ".geometry_types",
     "Rod": ".rod",
+    "TetMesh": ".tetmesh",
 }
 
 __all__ = [

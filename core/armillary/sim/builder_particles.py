@@ -805,8 +805,11 @@ class ParticleBuilderMixin:
                 self._particle_custom("spring", list(range(s0, self.spring_count)), custom_attributes_springs)
 
     def _add_tets_with_surface(
-        self, tets: np.ndarray, k_mu, k_lambda, k_damp, tri_params, add_surface_mesh_edges, edge_ke, edge_kd, color, opacity
+        self, tets: np.ndarray, k_mu, k_lambda, k_damp, tri_params, add_surface_mesh_edges, edge_ke, edge_kd, color,
+        opacity, surface: np.ndarray | None = None,
     ) -> None:
+        """Add tetrahedra (inverted ones reoriented) and their boundary triangles (``surface`` (F, 3)
+        global particle indices when given, else computed from the open faces)."""
         n = len(tets)
         mus, lams, damps = _per_item(k_mu, n, "k_mu"), _per_item(k_lambda, n, "k_lambda"), _per_item(k_damp, n, "k_damp")
         faces: dict[tuple[int, int, int], tuple[int, int, int] | None] = {}
@@ -817,7 +820,8 @@ class ParticleBuilderMixin:
             for f in ((a, c, b), (a, b, d), (a, d, c), (b, c, d)):
                 key = tuple(sorted(int(x) for x in f))
                 faces[key] = None if key in faces else tuple(int(x) for x in f)
-        surface = np.asarray([f for f in faces.values() if f is not None], dtype=np.int64).reshape(-1, 3)
+        if surface is None:
+            surface = np.asarray([f for f in faces.values() if f is not None], dtype=np.int64).reshape(-1, 3)
         ke, ka, kd, drag, lift = tri_params
         self._add_generated_triangles(surface, ke, ka, kd, drag, lift, color, opacity, None)
         if add_surface_mesh_edges and len(surface):
@@ -928,16 +932,31 @@ class ParticleBuilderMixin:
         validate_mesh: bool = False,
         label: str | None = None,
     ) -> None:
-        """Add a tetrahedral soft body from ``vertices`` (V, 3) and flat ``indices`` (4*T,) (or a
-        ``mesh`` object with ``vertices`` and ``tet_indices``/``indices``).
+        """Add a tetrahedral soft body from a :class:`~armillary.TetMesh` ``mesh`` or from ``vertices``
+        (V, 3) and flat ``indices`` (4*T,).
 
         Vertices are placed at ``pos + rot * (scale * v)`` [m]; each particle gets a quarter of
         the mass (``density`` [kg/m^3] * volume) of its adjacent tetrahedra. ``k_mu``, ``k_lambda``
-        [Pa] and ``k_damp`` [Pa*s] are scalars or per-tetrahedron arrays (builder defaults if None).
+        [Pa] and ``k_damp`` [Pa*s] are scalars or per-tetrahedron arrays. Resolution order: explicit
+        argument > the ``mesh``'s value > builder default (``default_tet_density``,
+        ``default_tet_k_mu``, ``default_tet_k_lambda``, ``default_tet_k_damp``). With a ``mesh``,
+        its surface triangles become the generated surface and its custom attributes (PARTICLE,
+        TETRAHEDRON or TRIANGLE frequency, declared on this builder first) are assigned to the new
+        particles / tetrahedra / surface triangles.
         """
+        surface = None
+        mesh_custom = {}
         if mesh is not None:
-            vertices = getattr(mesh, "vertices", vertices)
-            indices = getattr(mesh, "tet_indices", getattr(mesh, "indices", indices))
+            if vertices is None:
+                vertices = getattr(mesh, "vertices", None)
+            if indices is None:
+                indices = getattr(mesh, "tet_indices", getattr(mesh, "indices", None))
+                surface = getattr(mesh, "surface_tri_indices", None)
+            density = getattr(mesh, "density", None) if density is None else density
+            k_mu = getattr(mesh, "k_mu", None) if k_mu is None else k_mu
+            k_lambda = getattr(mesh, "k_lambda", None) if k_lambda is None else k_lambda
+            k_damp = getattr(mesh, "k_damp", None) if k_damp is None else k_damp
+            mesh_custom = dict(getattr(mesh, "custom_attributes", None) or {})
         if vertices is None or indices is None:
             raise ValueError("add_soft_mesh needs vertices and indices (or a mesh)")
         density = self.default_tet_density if density is None else float(density)
@@ -948,6 +967,7 @@ class ParticleBuilderMixin:
         tets_local = np.asarray(indices, dtype=np.int64).reshape(-1, 4)
         if validate_mesh and len(tets_local) and (tets_local.min() < 0 or tets_local.max() >= len(verts)):
             raise ValueError("add_soft_mesh: tetrahedron indices out of range")
+        custom_plan = self._soft_mesh_custom_plan(mesh_custom, len(verts), len(tets_local), surface)
         pts = _vec3(pos) + quat_rotate(np.asarray(rot, dtype=np.float64), verts * float(scale))
         masses = np.zeros(len(verts))
         for a, b, c, d in tets_local:
@@ -956,10 +976,62 @@ class ParticleBuilderMixin:
         start = len(self.particle_q)
         for v in range(len(verts)):
             self.add_particle(pts[v], vel, float(masses[v]), particle_radius)
+        if surface is not None:
+            surface = np.asarray(surface, dtype=np.int64).reshape(-1, 3) + start
+            if float(scale) < 0.0:  # mirrored: keep the surface wound outward
+                surface = surface[:, ::-1]
+        tet0, tri0 = self.tet_count, self.tri_count
         self._add_tets_with_surface(
             tets_local + start, k_mu, k_lambda, k_damp, (tri_ke, tri_ka, tri_kd, tri_drag, tri_lift),
-            add_surface_mesh_edges, edge_ke, edge_kd, color, opacity,
+            add_surface_mesh_edges, edge_ke, edge_kd, color, opacity, surface=surface,
         )
+        ranges = {"particle": (start, len(self.particle_q)), "tetrahedron": (tet0, self.tet_count),
+                  "triangle": (tri0, self.tri_count)}
+        for key, freq_key, values in custom_plan:
+            lo, hi = ranges[freq_key]
+            if hi - lo == len(values):  # skipped (degenerate) elements make a per-element mapping ambiguous
+                self._particle_custom(freq_key, list(range(lo, hi)), {key: list(values)})
+            else:
+                warnings.warn(
+                    f"add_soft_mesh: custom attribute {key!r} not assigned: {hi - lo} {freq_key} elements were "
+                    f"added for {len(values)} values (degenerate elements were skipped)", stacklevel=3,
+                )
+
+    def _soft_mesh_custom_plan(self, custom: dict, n_verts: int, n_tets: int, surface) -> list:
+        """Validate a TetMesh's custom attributes against this builder before anything is added."""
+        if not custom:
+            return []
+        from .custom_attributes import AttributeFrequency as F
+
+        targets = {F.PARTICLE: ("particle", n_verts), F.TETRAHEDRON: ("tetrahedron", n_tets),
+                   F.TRIANGLE: ("triangle", None if surface is None else len(np.asarray(surface).reshape(-1)) // 3)}
+        declared = getattr(self, "custom_attributes", {}) or {}
+        plan = []
+        for key, (values, freq) in custom.items():
+            if key not in declared:
+                raise ValueError(
+                    f"TetMesh custom attribute {key!r} is not registered in ModelBuilder. "
+                    "Register it first via add_custom_attribute()."
+                )
+            freq = F(int(freq))
+            if freq not in targets:
+                raise ValueError(
+                    f"TetMesh custom attribute {key!r} has frequency {freq.name}; add_soft_mesh assigns only "
+                    "PARTICLE, TETRAHEDRON and TRIANGLE attributes"
+                )
+            decl = declared[key]
+            if getattr(decl, "frequency", freq) != freq:
+                raise ValueError(
+                    f"TetMesh custom attribute {key!r} has frequency {freq.name} but is registered with "
+                    f"{getattr(decl.frequency, 'name', decl.frequency)}"
+                )
+            freq_key, count = targets[freq]
+            if count is not None and len(values) != count:
+                raise ValueError(
+                    f"TetMesh custom attribute {key!r} has {len(values)} values for {count} {freq_key} elements"
+                )
+            plan.append((key, freq_key, np.asarray(values)))
+        return plan
 
     # -- coloring ---------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ _NAMES = {
     "get_mesh": "mesh",
     "get_tetmesh": "mesh",
     "find_tetmesh_prims": "mesh",
+    "DEFORMABLE_LEGACY_NAMESPACES": "mesh",
     # writing USD
     "export": "export",
     "RecorderUSD": "recorder",
