@@ -243,10 +243,8 @@ def test_control_and_namespaced_state():
 # The 'Registering Solver Attributes' example (SolverMuJoCo) runs in plugins/solver_mujoco/tests.
 
 
-@pytest.mark.skip(reason="needs the USD importer (ModelBuilder.add_usd), not in core yet")
-def test_usd_integration():
-    builder_usd = ModelBuilder()
-    builder_usd.add_usd("robot_arm.usda")
+# The 'USD Integration' example (robot_arm.usda) runs end to end in
+# plugins/importer_usd/tests/test_custom_attributes.py (core tests run without plugins).
 
 
 def test_mjcf_urdf_fields_are_stored():

@@ -484,6 +484,9 @@ def _apply_joint_values(prim, dofs: list[_Dof], ctx: JointContext, extra: dict):
             dof.set("limit_kd", kd * per_deg)
 
 
+_FLT_MAX_UNBREAKABLE = 3.0e38
+"""Break forces / torques at or above this (float32 max, 3.4028235e38) mean "never breaks"."""
+
 # solver feature (armillary.solvers.capabilities.FEATURES) an authored joint value needs to take effect
 _FEATURE_OF_KEY = {"armature": "joint_armature", "damping": "joint_damping", "friction": "joint_friction",
                    "velocity_limit": "joint_velocity_limits", "limit_ke": "joint_limit_springs",
@@ -636,7 +639,8 @@ def parse_joint(prim, ctx: JointContext) -> JointSpec | None:
     cfp = (not collision_enabled) if (body0 is not None and body1 is not None) else False
     for name, key in (("physics:breakForce", "break_force"), ("physics:breakTorque", "break_torque")):
         v = _float_attr(prim, name)
-        if v is not None and math.isfinite(v):
+        # the float32 maximum (3.4028235e38, what exporters write for "unbreakable") counts as unset
+        if v is not None and math.isfinite(v) and abs(v) < _FLT_MAX_UNBREAKABLE:
             extra[key] = v
             ctx.warn(path, name, f"breakable joints are not supported; {name} = {v} is ignored")
 
