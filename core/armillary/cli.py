@@ -2,10 +2,11 @@
 
 ``armillary plugins``
     installed plugins, their versions, what each provides and any load error.
-``armillary run [MODEL_FILE] [--scene NAME] [--solver NAME] [--frames N] [--out FILE]``
+``armillary run [MODEL_FILE] [--scene NAME] [--solver NAME] [--frames N] [--out FILE] [--usd FILE]``
     simulate a built-in demo scene (default ``falling_shapes``) or a model
     file (through the importer registered for its suffix) with any installed
-    solver; prints a summary and writes the trajectory (``.npz``).
+    solver; prints a summary and writes the trajectory (``.npz``; with
+    ``--usd`` also a USD stage of time-sampled body transforms for usdview).
 ``armillary features [--markdown]``
     the per-solver feature table generated from the solvers' declarations.
 ``armillary docs [--check] [DIR]``
@@ -93,6 +94,7 @@ def _cmd_run(args) -> int:
         device=args.device,
         progress=args.progress,
         mesh_collision=args.mesh_collision,
+        usd=args.usd,
     )
     summary = run(options)
     for line in summary.lines():
@@ -117,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dt", type=float, default=None, help="solver time step in seconds (default: the scene's)")
     p.add_argument("--worlds", type=int, default=1, help="number of replicated worlds (default 1)")
     p.add_argument("--out", default="trajectory.npz", help="trajectory file (.npz, numpy.load-able)")
+    p.add_argument("--usd", default=None, metavar="FILE",
+                   help="also write the trajectory as a USD stage (.usda/.usdc/.usd) with time-sampled body "
+                        "transforms that usdview plays (needs armillary-importer-usd)")  # fmt: skip
     p.add_argument("--device", default=None, help="Warp device (default: Warp's default device)")
     p.add_argument("--mesh-collision", default="sdf", choices=("sdf", "mesh", "convex_hull"),
                    help="how a model file's triangle-mesh shapes collide: 'sdf' (default) builds a 64-voxel SDF "

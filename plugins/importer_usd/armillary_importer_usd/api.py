@@ -39,6 +39,7 @@ _NAMES = {
     "DEFORMABLE_LEGACY_NAMESPACES": "mesh",
     # writing USD
     "export": "export",
+    "USDExportError": "export",
     "RecorderUSD": "recorder",
 }
 

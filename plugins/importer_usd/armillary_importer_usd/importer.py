@@ -445,15 +445,18 @@ class _Importer:
             d = sc.GetGravityDirectionAttr().Get()
             m = sc.GetGravityMagnitudeAttr().Get()
             d = np.zeros(3) if d is None else np.array([float(x) for x in d])
+            if not np.all(np.isfinite(d)):
+                raise USDImportError(f"gravity direction {d.tolist()} must be finite ((0, 0, 0): the stage's down axis)",
+                                     prim.GetPath(), "physics:gravityDirection")  # fmt: skip
             if np.linalg.norm(d) < 1e-12:
                 d = -up
             else:
                 d = d / np.linalg.norm(d)
-            if m is None or not math.isfinite(float(m)) or float(m) < 0:
-                if m is not None and not math.isinf(float(m)):
-                    raise USDImportError(f"gravity magnitude {m!r} must be >= 0 (or -inf for the default)",
-                                         prim.GetPath(), "physics:gravityMagnitude")  # fmt: skip
+            if m is None or float(m) == -math.inf:  # -inf: the default (earth gravity)
                 g_stage = 9.81 * d
+            elif not (math.isfinite(float(m)) and float(m) >= 0):
+                raise USDImportError(f"gravity magnitude {m!r} must be finite and >= 0 (or -inf for the default)",
+                                     prim.GetPath(), "physics:gravityMagnitude")  # fmt: skip
             else:
                 g_stage = float(m) * self.lu * d
             enabled = self.solver_value(prim, "SCENE", "gravity_enabled", "newton:gravityEnabled", True)
@@ -1111,8 +1114,10 @@ class _Importer:
                 raise USDImportError(f"mass {float(mass)} must be >= 0", b.path, "physics:mass")
             if com is not None and not (abs(float(com[0])) >= 1e30):  # -inf sentinel: not authored
                 c = np.array([float(v) for v in com]) * b.scale * self.lu
-                if np.all(np.isfinite(c)):
-                    s.body_com[i] = wp.vec3(*c.tolist())
+                if not np.all(np.isfinite(c)):
+                    raise USDImportError(f"centre of mass {[float(v) for v in com]} must be finite (or -inf: not set)",
+                                         b.path, "physics:centerOfMass")  # fmt: skip
+                s.body_com[i] = wp.vec3(*c.tolist())
             if diag is not None:
                 d = np.array([float(v) for v in diag])
                 if np.any(d < 0) or not np.all(np.isfinite(d)):
@@ -1121,7 +1126,10 @@ class _Importer:
                 if np.any(d > 0):
                     q = quat_wxyz_gf_to_xyzw(axes) if axes is not None else np.array([0.0, 0.0, 0.0, 1.0])
                     n = np.linalg.norm(q)
-                    q = q / n if n > 1e-12 else np.array([0.0, 0.0, 0.0, 1.0])
+                    if not (np.all(np.isfinite(q)) and n > 1e-12):
+                        raise USDImportError(f"principal axes {q.tolist()} (xyzw) must be a finite non-zero quaternion",
+                                             b.path, "physics:principalAxes")  # fmt: skip
+                    q = q / n
                     R = _qmat(q)
                     I = R @ np.diag(d * I_units) @ R.T
                     s.body_inertia[i] = wp.mat33(*I.reshape(-1).tolist())
