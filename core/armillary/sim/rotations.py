@@ -28,3 +28,40 @@ def quat_rotate(q, v) -> np.ndarray:
     u, w = q[..., :3], q[..., 3:4]
     t = 2.0 * np.cross(u, v)
     return v + w * t + np.cross(u, t)
+
+
+def quat_multiply(a, b) -> np.ndarray:
+    """Hamilton products ``a * b`` of quaternions ``(..., 4)`` stored ``(x, y, z, w)`` (broadcasting)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    u, w = a[..., :3], a[..., 3:4]
+    v, x = b[..., :3], b[..., 3:4]
+    return np.concatenate([w * v + x * u + np.cross(u, v), w * x - np.sum(u * v, axis=-1, keepdims=True)], axis=-1)
+
+
+def quat_conjugate(q) -> np.ndarray:
+    """Conjugates (inverses of unit quaternions) of ``(..., 4)`` xyzw quaternions."""
+    q = np.array(q, dtype=np.float64)
+    q[..., :3] *= -1.0
+    return q
+
+
+def quat_from_matrix(r) -> np.ndarray:
+    """Unit xyzw quaternion (``w >= 0``) of a 3x3 proper rotation matrix (Shepperd's method)."""
+    r = np.asarray(r, dtype=np.float64)
+    tr = r[0, 0] + r[1, 1] + r[2, 2]
+    if tr > 0:
+        s = np.sqrt(tr + 1.0) * 2
+        q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
+    elif r[0, 0] > r[1, 1] and r[0, 0] > r[2, 2]:
+        s = np.sqrt(1.0 + r[0, 0] - r[1, 1] - r[2, 2]) * 2
+        q = [0.25 * s, (r[0, 1] + r[1, 0]) / s, (r[0, 2] + r[2, 0]) / s, (r[2, 1] - r[1, 2]) / s]
+    elif r[1, 1] > r[2, 2]:
+        s = np.sqrt(1.0 + r[1, 1] - r[0, 0] - r[2, 2]) * 2
+        q = [(r[0, 1] + r[1, 0]) / s, 0.25 * s, (r[1, 2] + r[2, 1]) / s, (r[0, 2] - r[2, 0]) / s]
+    else:
+        s = np.sqrt(1.0 + r[2, 2] - r[0, 0] - r[1, 1]) * 2
+        q = [(r[0, 2] + r[2, 0]) / s, (r[1, 2] + r[2, 1]) / s, 0.25 * s, (r[1, 0] - r[0, 1]) / s]
+    q = np.asarray(q, dtype=np.float64)
+    q /= np.linalg.norm(q)
+    return -q if q[3] < 0 else q

@@ -434,6 +434,7 @@ def apply_custom_attributes(
     *,
     root_path: str = "/",
     ignore: Callable[[str], bool] = lambda path: False,
+    skip_scene_namespaces: tuple[str, ...] = (),
 ) -> None:
     """Declare the USD custom attributes and fill the values of every custom attribute of ``builder``.
 
@@ -448,6 +449,9 @@ def apply_custom_attributes(
        ``["path_articulation_map"]``;
     3. custom frequencies with a ``usd_prim_filter`` emit rows during one traversal of the prims
        under ``root_path`` (instance proxies included; subtrees of ``ignore``-d paths skipped).
+
+    ``skip_scene_namespaces``: ONCE / WORLD attributes of these namespaces are not read from the scene
+    prims (``add_usd(parse_mujoco_options=False)`` passes ``("mujoco",)``), so they keep their defaults.
 
     Raises:
         USDImportError: bad declarations (see :func:`get_custom_attribute_declarations`), an
@@ -487,7 +491,8 @@ def apply_custom_attributes(
             by_freq.setdefault(attr.frequency, []).append(attr)
 
     # 2a. ONCE / WORLD values from the scene prims
-    scene_attrs = by_freq.get(AttributeFrequency.ONCE, []) + by_freq.get(AttributeFrequency.WORLD, [])
+    scene_attrs = [a for a in by_freq.get(AttributeFrequency.ONCE, []) + by_freq.get(AttributeFrequency.WORLD, [])
+                   if a.namespace not in skip_scene_namespaces]  # fmt: skip
     if scene_attrs:
         for scene in scenes:
             for key, value in get_custom_attribute_values(scene, scene_attrs, context).items():

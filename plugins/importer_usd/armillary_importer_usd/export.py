@@ -40,6 +40,10 @@ import warnings
 
 import numpy as np
 
+from armillary.sim.rotations import quat_from_matrix as _quat_from_matrix
+from armillary.sim.rotations import quat_multiply as _qmul
+from armillary.sim.rotations import quat_rotate as _qrot
+
 __all__ = ["USDExportError", "export"]
 
 # armillary enum values (kept numeric so this module needs nothing but numpy at import time)
@@ -59,42 +63,7 @@ class USDExportError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------- math
-def _qmul(a, b):
-    """Product of xyzw quaternions."""
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return np.array([aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw,
-                     aw * bw - ax * bx - ay * by - az * bz])  # fmt: skip
 
-
-def _qrot(q, v):
-    """Rotate vector ``v`` by the xyzw quaternion ``q``."""
-    u, w = np.asarray(q[:3], dtype=float), float(q[3])
-    v = np.asarray(v, dtype=float)
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
-
-
-def _quat_from_matrix(m) -> np.ndarray:
-    """xyzw quaternion of a proper rotation matrix."""
-    m = np.asarray(m, dtype=float)
-    tr = m[0, 0] + m[1, 1] + m[2, 2]
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, 0.25 * s]
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
-        q = [0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s, (m[2, 1] - m[1, 2]) / s]
-    elif m[1, 1] > m[2, 2]:
-        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
-        q = [(m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s, (m[0, 2] - m[2, 0]) / s]
-    else:
-        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
-        q = [(m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s, (m[1, 0] - m[0, 1]) / s]
-    q = np.asarray(q)
-    return q / np.linalg.norm(q)
 
 
 def _quat_x_to(axis) -> np.ndarray:

@@ -19,6 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
+from armillary.sim.rotations import quat_multiply as _qmul
+from armillary.sim.rotations import quat_rotate as _qrot
+from armillary.sim.rotations import quat_to_matrix as _qmat
+
+from . import custom, schemas
 from .utils import (
     USDImportError,
     decompose,
@@ -42,31 +47,7 @@ class USDImportWarning(UserWarning):
 # ------------------------------------------------------------------------------------------------ small math
 
 
-def _qmul(a, b) -> np.ndarray:
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return np.array([
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    ])  # fmt: skip
 
-
-def _qrot(q, v) -> np.ndarray:
-    u = np.asarray(q[:3], dtype=np.float64)
-    w = float(q[3])
-    v = np.asarray(v, dtype=np.float64)
-    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
-
-
-def _qmat(q) -> np.ndarray:
-    x, y, z, w = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])  # fmt: skip
 
 
 class _Tf:
@@ -157,7 +138,6 @@ _UNSUPPORTED_DEFAULTS = {
     "allow_unsafe_torch_checkpoints": False,
     "legacy_margin_gap": False,
     "convert_mjc_equality_constraints": True,
-    "parse_mujoco_options": True,
 }
 
 
@@ -211,8 +191,9 @@ def add_usd(
     prim path -> articulation index). Indices are those of ``builder`` after the import.
 
     Not supported (``NotImplementedError`` when given a non-default value): deformable results,
-    Torch checkpoints, ``legacy_margin_gap``, ``convert_mjc_equality_constraints=False``,
-    ``parse_mujoco_options=False``. Deformable prims and MuJoCo equality prims found on the stage are
+    Torch checkpoints, ``legacy_margin_gap``, ``convert_mjc_equality_constraints=False``.
+    ``parse_mujoco_options=False`` leaves the ``mujoco:*`` scene options at their defaults and ignores
+    ``mjc:option:timestep``. Deformable prims and MuJoCo equality prims found on the stage are
     skipped with a :class:`USDImportWarning` naming them.
 
     Differences from the reference engine: stage units are converted (the reference keeps stage
@@ -228,8 +209,8 @@ def add_usd(
     """
     given = dict(return_deformable_results=return_deformable_results,
                  allow_unsafe_torch_checkpoints=allow_unsafe_torch_checkpoints,
-                 legacy_margin_gap=legacy_margin_gap, convert_mjc_equality_constraints=convert_mjc_equality_constraints,
-                 parse_mujoco_options=parse_mujoco_options)  # fmt: skip
+                 legacy_margin_gap=legacy_margin_gap,
+                 convert_mjc_equality_constraints=convert_mjc_equality_constraints)  # fmt: skip
     for k, v in given.items():
         if v != _UNSUPPORTED_DEFAULTS[k]:
             raise NotImplementedError(f"add_usd: {k}={v!r} is not supported by armillary's USD importer")
@@ -326,10 +307,12 @@ class _Importer:
 
     def solver_value(self, prim, prim_type: str, key: str, newton_name: str | None, default=None):
         """First authored value among the resolvers, then ``newton_name`` read by name, else ``default``."""
-        if self.resolve is not None:
-            v = self.resolve(self.resolvers, prim, getattr(self.PrimType, prim_type), key, None)
-            if v is not None:
-                return v
+        resolvers = self.resolvers
+        if prim_type == "SCENE" and not self.opts["parse_mujoco_options"]:
+            resolvers = [r for r in resolvers if not isinstance(r, schemas.SchemaResolverMjc)]
+        v = schemas.resolve_value(resolvers, prim, getattr(schemas.PrimType, prim_type), key, None)
+        if v is not None:
+            return v
         if newton_name:
             v = get_attribute(prim, newton_name)
             if v is not None:
@@ -404,20 +387,11 @@ class _Importer:
         return self.result
 
     def _setup_resolvers(self):
-        self.resolve = None
-        self.resolvers = []
-        self.PrimType = None
-        try:
-            from . import schemas
-        except ImportError:
-            schemas = None
-        if schemas is not None:
-            self.resolve = schemas.resolve_value
-            self.PrimType = schemas.PrimType
-            rs = self.opts["schema_resolvers"]
-            self.resolvers = list(schemas.default_resolvers() if rs is None else rs)
-        elif self.opts["schema_resolvers"]:
-            raise NotImplementedError("add_usd: schema_resolvers need armillary_importer_usd.schemas, which is missing")
+        rs = self.opts["schema_resolvers"]
+        self.resolvers = list(schemas.default_resolvers() if rs is None else rs)
+        for r in self.resolvers:
+            if not isinstance(r, schemas.SchemaResolver):
+                raise TypeError(f"add_usd: schema_resolvers entries must be SchemaResolver instances, got {r!r}")
 
     # -------------------------------------------------------------- scene
     def _scene(self):
@@ -1334,10 +1308,6 @@ class _Importer:
             self.s.approximate_meshes(m, shape_indices=idxs, **kw)
 
     def _schema_attrs(self):
-        out = {}
-        if not self.resolvers:
-            self.result["schema_attrs"] = out
-            return
         prims = []
         if self.scene_prim is not None:
             prims.append(self.scene_prim)
@@ -1346,25 +1316,13 @@ class _Importer:
         prims += [b.prim for b in self.bodies.values()]
         prims += list(self.joint_prims)
         prims += [sh.prim for sh in self.shapes if sh.kind == "collision"]
-        for res in self.resolvers:
-            name = getattr(res, "name", None) or type(res).__name__.replace("SchemaResolver", "").lower()
-            d = out.setdefault(name, {})
-            for prim in prims:
-                try:
-                    d[str(prim.GetPath())] = res.collect_prim_attrs(prim)
-                except AttributeError:
-                    d[str(prim.GetPath())] = {}
-        self.result["schema_attrs"] = out
+        self.result["schema_attrs"] = schemas.collect_schema_attrs(self.resolvers, prims)
 
     def _custom_attributes(self):
-        try:
-            from . import custom
-        except ImportError:
-            return
-        fn = getattr(custom, "apply_custom_attributes", None)
-        if fn is None:
-            return
-        fn(self.s, self.stage, self.result, root_path=self.opts["root_path"], ignore=self.ignored)
+        # parse_mujoco_options=False: the mujoco:* scene options keep their defaults
+        skip = ("mujoco",) if not self.opts["parse_mujoco_options"] else ()
+        custom.apply_custom_attributes(self.s, self.stage, self.result, root_path=self.opts["root_path"],
+                                       ignore=self.ignored, skip_scene_namespaces=skip)  # fmt: skip
 
     def _collapse(self):
         if not self.opts["collapse_fixed_joints"]:

@@ -42,6 +42,11 @@ import warp as wp
 from armillary.sim.enums import JointTargetMode, JointType
 from armillary.sim.joint_config import JointDofConfig
 
+from armillary.sim.rotations import quat_conjugate as _qinv
+from armillary.sim.rotations import quat_from_matrix as _mat_to_quat
+from armillary.sim.rotations import quat_multiply as _qmul
+from armillary.sim.rotations import quat_rotate as _qrot
+
 from .utils import USDImportError, get_attribute, has_applied_api_schema
 
 DEG = math.pi / 180.0
@@ -253,23 +258,8 @@ def _decompose(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t, r, s
 
 
-def _mat_to_quat(r: np.ndarray) -> np.ndarray:
-    q = wp.quat_from_matrix(wp.mat33(*r.flatten().tolist()))
-    return np.array([q[0], q[1], q[2], q[3]], dtype=np.float64)
 
 
-def _qmul(a, b) -> np.ndarray:
-    q = wp.mul(wp.quat(*a), wp.quat(*b))
-    return np.array([q[0], q[1], q[2], q[3]])
-
-
-def _qrot(q, v) -> np.ndarray:
-    r = wp.quat_rotate(wp.quat(*[float(x) for x in q]), wp.vec3(*[float(x) for x in v]))
-    return np.array([r[0], r[1], r[2]])
-
-
-def _qinv(q) -> np.ndarray:
-    return np.array([-q[0], -q[1], -q[2], q[3]])
 
 
 def _tf(p, q):

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from armillary.sim.rotations import quat_from_matrix as mat_to_quat
+
 __all__ = [
     "USDImportError",
     "get_attribute",
@@ -156,27 +158,6 @@ def decompose(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     scale = np.diag(r.T @ a).copy()
     return t, mat_to_quat(r), scale
 
-
-def mat_to_quat(r: np.ndarray) -> np.ndarray:
-    """3x3 rotation matrix -> unit quaternion xyzw (w >= 0)."""
-    tr = r[0, 0] + r[1, 1] + r[2, 2]
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
-    elif r[0, 0] > r[1, 1] and r[0, 0] > r[2, 2]:
-        s = math.sqrt(1.0 + r[0, 0] - r[1, 1] - r[2, 2]) * 2
-        q = [0.25 * s, (r[0, 1] + r[1, 0]) / s, (r[0, 2] + r[2, 0]) / s, (r[2, 1] - r[1, 2]) / s]
-    elif r[1, 1] > r[2, 2]:
-        s = math.sqrt(1.0 + r[1, 1] - r[0, 0] - r[2, 2]) * 2
-        q = [(r[0, 1] + r[1, 0]) / s, 0.25 * s, (r[1, 2] + r[2, 1]) / s, (r[0, 2] - r[2, 0]) / s]
-    else:
-        s = math.sqrt(1.0 + r[2, 2] - r[0, 0] - r[1, 1]) * 2
-        q = [(r[0, 2] + r[2, 0]) / s, (r[1, 2] + r[2, 1]) / s, 0.25 * s, (r[1, 0] - r[0, 1]) / s]
-    q = np.asarray(q, dtype=np.float64)
-    q /= np.linalg.norm(q)
-    if q[3] < 0:
-        q = -q
-    return q
 
 
 def get_transform(prim, local: bool = True, xform_cache=None):

@@ -294,8 +294,7 @@ def test_ignore_paths_and_root_path():
 
 
 @pytest.mark.parametrize("kw", [dict(return_deformable_results=True), dict(allow_unsafe_torch_checkpoints=True),
-                                dict(legacy_margin_gap=True), dict(convert_mjc_equality_constraints=False),
-                                dict(parse_mujoco_options=False)])  # fmt: skip
+                                dict(legacy_margin_gap=True), dict(convert_mjc_equality_constraints=False)])  # fmt: skip
 def test_unsupported_arguments_raise(kw):
     b = armillary.ModelBuilder()
     with pytest.raises(NotImplementedError, match=next(iter(kw))):

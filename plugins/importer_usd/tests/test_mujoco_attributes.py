@@ -80,3 +80,14 @@ def test_solver_mujoco_uses_them(model):
     assert mj.opt.iterations == 7
     assert mj.geom_condim.tolist() == [6]
     np.testing.assert_allclose(mj.jnt_solref[0], [0.01, 2.0])
+
+
+def test_parse_mujoco_options_false_keeps_option_defaults(tmp_path):
+    path = tmp_path / "mjc.usda"
+    path.write_text(STAGE)
+    builder = armillary.ModelBuilder()
+    builder.add_usd(str(path), parse_mujoco_options=False)
+    model = builder.finalize()
+    assert int(model.mujoco.iterations.numpy()[0]) == 100  # MuJoCo's default, not the authored 7
+    assert bool(model.mujoco.flag_contact.numpy()[0])
+    assert model.mujoco.condim.numpy().tolist() == [6]  # per-entity values are not options: still read
