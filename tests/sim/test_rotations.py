@@ -30,3 +30,14 @@ def test_broadcasting_and_half_turns():
     for q in qs:  # w = 0 exercises every branch of Shepperd's method
         r = quat_from_matrix(quat_to_matrix(q))
         assert min(np.abs(r - q).max(), np.abs(r + q).max()) < 1e-12
+
+
+def test_single_and_batched_paths_agree():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(5, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    v = rng.normal(size=(5, 3))
+    batched_rot, batched_mul = quat_rotate(q, v), quat_multiply(q, q[::-1])
+    for i in range(5):
+        np.testing.assert_allclose(quat_rotate(q[i], v[i]), batched_rot[i], atol=1e-14)
+        np.testing.assert_allclose(quat_multiply(q[i], q[4 - i]), batched_mul[i], atol=1e-14)
