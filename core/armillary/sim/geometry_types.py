@@ -19,17 +19,19 @@ import numpy as np
 from .mass import mesh_mass_properties
 
 
-def _as_vertices(vertices, name: str = "vertices") -> np.ndarray:
+def _as_vertices(vertices, name: str = "vertices", owner: str = "Mesh") -> np.ndarray:
+    """``(N, 3)`` float32 copy of ``vertices`` (a flat array of 3N values is reshaped); ValueError otherwise."""
     try:
         v = np.asarray(vertices, dtype=np.float32)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"Mesh {name} must be an array of shape (N, 3) of floats: {e}") from None
+        raise ValueError(f"{owner} {name} must be an array of shape (N, 3) of floats: {e}") from None
     if v.ndim == 1 and v.size % 3 == 0:
         v = v.reshape(-1, 3)
     if v.ndim != 2 or v.shape[1] != 3:
-        raise ValueError(f"Mesh {name} must have shape (N, 3), got {v.shape}")
+        raise ValueError(f"{owner} {name} must have shape (N, 3), got {v.shape}")
     if not np.all(np.isfinite(v)):
-        raise ValueError(f"Mesh {name} contain non-finite values (NaN or inf); all coordinates must be finite")
+        bad = int(np.argwhere(~np.isfinite(v))[0, 0])
+        raise ValueError(f"{owner} {name} must be finite (no NaN or inf); vertex {bad} is {v[bad].tolist()}")
     return v
 
 

@@ -14,6 +14,8 @@ import warnings
 
 import numpy as np
 
+from .geometry_types import _as_vertices
+
 __all__ = ["TetMesh"]
 
 # the four faces of tetrahedron (a, b, c, d), wound outward when det(b-a, c-a, d-a) > 0
@@ -59,17 +61,7 @@ class TetMesh:
 
     def __init__(self, vertices, tet_indices, *, k_mu=None, k_lambda=None, k_damp=None, density=None,
                  custom_attributes=None):
-        try:
-            v = np.asarray(vertices, dtype=np.float32)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"TetMesh vertices must be an array of shape (N, 3) of floats: {e}") from None
-        if v.ndim == 1 and v.size % 3 == 0:
-            v = v.reshape(-1, 3)
-        if v.ndim != 2 or v.shape[1] != 3:
-            raise ValueError(f"TetMesh vertices must have shape (N, 3), got {v.shape}")
-        if not np.all(np.isfinite(v)):
-            bad = int(np.argwhere(~np.isfinite(v))[0, 0])
-            raise ValueError(f"TetMesh vertices must be finite; vertex {bad} is {v[bad].tolist()}")
+        v = _as_vertices(vertices, "vertices", owner="TetMesh")
         try:
             raw = np.asarray(tet_indices)
             if raw.size and not np.issubdtype(raw.dtype, np.integer):
