@@ -187,8 +187,10 @@ def add_usd(
     ``path_shape_map``, ``path_shape_scale``, ``path_particle_map`` (always empty), ``mass_unit``,
     ``linear_unit``, ``scene_attributes``, ``physics_scene_path``, ``collapse_results``, ``physics_dt``,
     ``schema_attrs``, ``max_solver_iterations``, ``path_body_relative_transform``,
-    ``path_original_body_map``, ``actuator_count`` and ``path_articulation_map`` (articulation root
-    prim path -> articulation index). Indices are those of ``builder`` after the import.
+    ``path_original_body_map``, ``actuator_count``, ``path_articulation_map`` (articulation root
+    prim path -> articulation index) and, for joints merged under ``newton:jointsAddMobility``,
+    ``path_joint_dof_map`` / ``path_joint_coord_map`` (source joint prim path -> its DOF / coordinate
+    indices). Indices are those of ``builder`` after the import.
 
     Not supported (``NotImplementedError`` when given a non-default value): deformable results,
     Torch checkpoints, ``legacy_margin_gap``, ``convert_mjc_equality_constraints=False``.
@@ -369,7 +371,7 @@ class _Importer:
             "path_particle_map": {}, "mass_unit": self.mu_, "linear_unit": self.lu, "scene_attributes": {},
             "physics_scene_path": None, "collapse_results": None, "physics_dt": None, "schema_attrs": {},
             "max_solver_iterations": None, "path_body_relative_transform": {}, "path_original_body_map": {},
-            "actuator_count": 0, "path_articulation_map": {},
+            "actuator_count": 0, "path_articulation_map": {}, "path_joint_dof_map": {}, "path_joint_coord_map": {},
         }  # fmt: skip
         self._scene()
         self._root_frame()
@@ -1136,6 +1138,10 @@ class _Importer:
             for src in (sp.source_paths or [sp.path]):
                 r["path_joint_map"][src] = j
             r["path_joint_map"][sp.path] = j
+            if len(sp.source_paths) > 1:  # a merged stacked joint: each source prim owns its DOFs
+                for i, src in enumerate(sp.dof_sources):
+                    r["path_joint_dof_map"].setdefault(src, []).append(s.joint_qd_start[j] + i)
+                    r["path_joint_coord_map"].setdefault(src, []).append(s.joint_q_start[j] + i)
             return j
 
         def add_root(bpath):
@@ -1356,6 +1362,7 @@ class _Importer:
     def _commit(self):
         target, s, r, o = self.target, self.s, self.result, self.opts
         nb0, nj0, ns0, na0 = target.body_count, target.joint_count, target.shape_count, target.articulation_count
+        ndof0, ncoord0 = target.joint_dof_count, target.joint_coord_count
         if o["apply_up_axis_from_stage"]:
             from armillary import Axis
 
@@ -1374,6 +1381,8 @@ class _Importer:
                          ("path_original_body_map", nb0)):  # fmt: skip
             r[key] = {p: (i + off if i >= 0 else i) for p, i in r[key].items()}
         r["path_articulation_map"] = {p: a + na0 for p, a in r["path_articulation_map"].items()}
+        for key, off in (("path_joint_dof_map", ndof0), ("path_joint_coord_map", ncoord0)):
+            r[key] = {p: [i + off for i in idx] for p, idx in r[key].items()}
         if pb >= 0:
             # articulations merged into the parent's
             r["path_articulation_map"] = {p: (a if a < target.articulation_count else target.articulation_count - 1)

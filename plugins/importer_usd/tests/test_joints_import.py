@@ -214,3 +214,21 @@ def test_four_bar_loop_with_exclude_from_articulation():
     np.testing.assert_allclose([float(v) for v in b.joint_X_p[jd]], [1, 0, 0, 0, 0, 0, 1], atol=1e-7)
     model = b.finalize()
     assert model.articulation_count == 1
+
+
+def test_merged_joint_source_prims_keep_their_own_custom_dof_values():
+    """A JOINT_DOF custom attribute authored on each stacked source prim lands on that prim's DOF."""
+    import warp as wp
+
+    joints = (rev("jz", "Z", "custom float newton:k = 1") + rev("jx", "X", "custom float newton:k = 2")
+              + rev("jy", "Y", "custom float newton:k = 3"))  # fmt: skip
+    b = armillary.ModelBuilder()
+    b.add_custom_attribute(armillary.ModelBuilder.CustomAttribute(
+        name="k", dtype=wp.float32, frequency=armillary.Model.AttributeFrequency.JOINT_DOF))
+    pre = b.add_link()
+    b.add_articulation([b.add_joint_revolute(-1, pre)])  # one DOF before the import: indices are offset
+    b, r = load(stage_text("true", joints), builder=b)
+    j = r["path_joint_map"]["/World/jz"]
+    assert r["path_joint_dof_map"] == {"/World/jz": [1], "/World/jx": [2], "/World/jy": [3]}
+    assert dofs(b, j) == [1, 2, 3]
+    np.testing.assert_allclose(b.finalize().k.numpy(), [0.0, 1.0, 2.0, 3.0])
