@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import warp as wp
 
+from armillary.sim.enums import ShapeFlags
 from armillary.sim.rotations import quat_multiply as _qmul
 from armillary.sim.rotations import quat_rotate as _qrot
 from armillary.sim.rotations import quat_to_matrix as _qmat
@@ -1012,8 +1013,6 @@ class _Importer:
         else:
             self.warn(sh.path, None, f"geometry type {t!r} is not supported; skipped")
             return
-        if sh.kind == "site" and not cfg.is_site:
-            pass
         sh.index = idx
         self.result["path_shape_map"][sh.path] = idx
         self.result["path_shape_scale"][sh.path] = wp.vec3(*sh.scale.tolist())
@@ -1021,16 +1020,10 @@ class _Importer:
             self._shape_mass_override(b, idx, float(shape_mass) * self.mu_)
 
     def _mesh(self, sh: _Shape):
-        try:
-            from .mesh import get_mesh
-        except ImportError:
-            get_mesh = None
-        if get_mesh is not None:
-            try:
-                return get_mesh(sh.prim, apply_stage_units=False, load_visual_materials=False, compute_inertia=True)
-            except TypeError:
-                return get_mesh(sh.prim)
-        return _private_mesh(sh.prim)
+        """The prim's triangle mesh in its local frame and stage units (scale and units go on the shape)."""
+        from .mesh import get_mesh
+
+        return get_mesh(sh.prim, apply_stage_units=False, load_visual_materials=False, compute_inertia=True)
 
     def _shape_mass_override(self, b: _Body, idx: int, mass: float):
         """The collider authors its own mass: rescale the contribution it made to the body."""
@@ -1049,7 +1042,7 @@ class _Importer:
             # rebuild the body's mass from its shapes, scaling those with an authored mass
             parts = []
             for sidx in s.body_shapes[i]:
-                if s.shape_density[sidx] <= 0 or not (s.shape_flags[sidx] & 2) and sidx not in overrides:
+                if s.shape_density[sidx] <= 0 or not (s.shape_flags[sidx] & ShapeFlags.COLLIDE_SHAPES) and sidx not in overrides:
                     continue
                 sc = s.shape_scale[sidx]
                 m, c, I = M.shape_mass_properties(s.shape_type[sidx], sc, s.shape_density[sidx], s.shape_is_solid[sidx],
@@ -1246,7 +1239,7 @@ class _Importer:
                         if x != y:
                             pairs.add((x, y))
         # collisionEnabled = false: filtered against every other shape of the import
-        for sh in getattr(self, "collision_disabled", []) or []:
+        for sh in self.collision_disabled:
             for k in range(s.shape_count):
                 if k != sh.index:
                     pairs.add((sh.index, k))
@@ -1285,7 +1278,7 @@ class _Importer:
     def _approximate_meshes(self):
         from pxr import UsdPhysics
 
-        pend = getattr(self, "_pending_mesh_approx", None) or []
+        pend = self._pending_mesh_approx
         if self.opts["skip_mesh_approximation"] or not pend:
             return
         methods: dict[tuple, list[int]] = {}
@@ -1370,7 +1363,7 @@ class _Importer:
         pb = o["parent_body"]
         target.add_builder(s)
         if pb >= 0:
-            _attach(target, nj0, na0, nj0 + getattr(self, "tree_joint_count", s.joint_count), pb)
+            _attach(target, nj0, na0, nj0 + self.tree_joint_count, pb)
         if self.gravity is not None:
             g = tuple(float(v) for v in self.gravity)
             if getattr(target, "current_world", -1) >= 0 and hasattr(target, "world_gravity"):
@@ -1423,29 +1416,4 @@ def _attach(builder, nj0: int, na0: int, tree_end: int, parent_body: int) -> Non
             builder.joint_articulation[j] = art
     elif tree:
         builder.add_articulation(tree)
-
-
-def _private_mesh(prim):
-    """Fallback triangle-mesh reader (points, fan-triangulated faces) in the prim's local frame."""
-    from armillary import Mesh
-
-    pts = prim.GetAttribute("points").Get()
-    counts = prim.GetAttribute("faceVertexCounts").Get()
-    idx = prim.GetAttribute("faceVertexIndices").Get()
-    if pts is None or counts is None or idx is None:
-        raise USDImportError("mesh needs points, faceVertexCounts and faceVertexIndices", prim.GetPath())
-    v = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
-    ids = np.asarray(idx, dtype=np.int64)
-    tris = []
-    k = 0
-    for n in counts:
-        n = int(n)
-        for t in range(1, n - 1):
-            tris.append((ids[k], ids[k + t], ids[k + t + 1]))
-        k += n
-    f = np.asarray(tris, dtype=np.int32).reshape(-1)
-    if len(f) and (f.min() < 0 or f.max() >= len(v)):
-        raise USDImportError("face vertex index out of range", prim.GetPath(), "faceVertexIndices")
-    return Mesh(v, f)
-
 
