@@ -26,6 +26,7 @@ def _table() -> dict[str, KnownName]:
             "armillary-solver-featherstone": ("solver_featherstone", ["SolverFeatherstone"]),
             "armillary-solver-xpbd": ("solver_xpbd", ["SolverXPBD"]),
             "armillary-solver-vbd": ("solver_vbd", ["SolverVBD"]),
+            "armillary-solver-semi-implicit": ("solver_semi_implicit", ["SolverSemiImplicit"]),
             "armillary-solver-mujoco": ("solver_mujoco", ["SolverMuJoCo"]),
             "armillary-coupling": ("coupling", ["SolverCoupled", "SolverCoupledProxy", "SolverCoupledADMM"]),
         },
