@@ -42,7 +42,7 @@ def test_python_dash_m_plugins_lists_every_in_repo_plugin():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     for dist in ("armillary-solver-xpbd", "armillary-solver-featherstone", "armillary-solver-mujoco",
-                 "armillary-solver-vbd", "armillary-coupling", "armillary-importer-mjcf",
+                 "armillary-solver-vbd", "armillary-solver-semi-implicit", "armillary-coupling", "armillary-importer-mjcf",
                  "armillary-importer-urdf", "armillary-importer-usd", "armillary-actuators",
                  "armillary-example-symplectic"):
         assert dist in result.stdout
