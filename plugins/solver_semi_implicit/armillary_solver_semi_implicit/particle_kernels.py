@@ -56,6 +56,8 @@ import math
 
 import warp as wp
 
+from armillary.geometry.primitives import closest_point_triangle
+
 PARTICLE_ACTIVE = wp.constant(1)  # armillary.ParticleFlags.ACTIVE
 HALF_PI = wp.constant(0.5 * math.pi)
 
@@ -68,44 +70,6 @@ def _active(flags: wp.array(dtype=wp.int32), i: int):
 @wp.func
 def _same_world(a: int, b: int):
     return a < 0 or b < 0 or a == b
-
-
-@wp.func
-def closest_point_on_triangle(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3):
-    """Barycentric weights (of a, b, c) of the point of triangle abc closest to p (Voronoi regions)."""
-    ab = b - a
-    ac = c - a
-    ap = p - a
-    d1 = wp.dot(ab, ap)
-    d2 = wp.dot(ac, ap)
-    if d1 <= 0.0 and d2 <= 0.0:
-        return wp.vec3(1.0, 0.0, 0.0)
-    bp = p - b
-    d3 = wp.dot(ab, bp)
-    d4 = wp.dot(ac, bp)
-    if d3 >= 0.0 and d4 <= d3:
-        return wp.vec3(0.0, 1.0, 0.0)
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        t = d1 / (d1 - d3)
-        return wp.vec3(1.0 - t, t, 0.0)
-    cp = p - c
-    d5 = wp.dot(ab, cp)
-    d6 = wp.dot(ac, cp)
-    if d6 >= 0.0 and d5 <= d6:
-        return wp.vec3(0.0, 0.0, 1.0)
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        t = d2 / (d2 - d6)
-        return wp.vec3(1.0 - t, 0.0, t)
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
-        t = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        return wp.vec3(0.0, 1.0 - t, t)
-    denom = 1.0 / (va + vb + vc)
-    v = vb * denom
-    w = vc * denom
-    return wp.vec3(1.0 - v - w, v, w)
 
 
 @wp.func
@@ -438,7 +402,7 @@ def particle_contacts(
             b = tri_indices[t, 1]
             c = tri_indices[t, 2]
             if a != i and b != i and c != i and _same_world(wi, world[a]):
-                bary = closest_point_on_triangle(xi, x[a], x[b], x[c])
+                bary = closest_point_triangle(xi, x[a], x[b], x[c])
                 q = bary[0] * x[a] + bary[1] * x[b] + bary[2] * x[c]
                 d = xi - q
                 dist = wp.length(d)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from armillary.geometry.primitives import closest_point_triangle
+
 from armillary.sim.spatial import skew
 
 PARTICLE_ACTIVE = wp.constant(1)
@@ -450,44 +452,6 @@ def body_contact_fh(
 
 
 # --------------------------------------------------------------------------- self-contact geometry
-@wp.func
-def closest_point_triangle(p: wp.vec3, a: wp.vec3, b: wp.vec3, c: wp.vec3):
-    """Barycentric coordinates of the point of triangle abc closest to p (Ericson)."""
-    ab = b - a
-    ac = c - a
-    ap = p - a
-    d1 = wp.dot(ab, ap)
-    d2 = wp.dot(ac, ap)
-    if d1 <= 0.0 and d2 <= 0.0:
-        return wp.vec3(1.0, 0.0, 0.0)
-    bp = p - b
-    d3 = wp.dot(ab, bp)
-    d4 = wp.dot(ac, bp)
-    if d3 >= 0.0 and d4 <= d3:
-        return wp.vec3(0.0, 1.0, 0.0)
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3)
-        return wp.vec3(1.0 - v, v, 0.0)
-    cp = p - c
-    d5 = wp.dot(ab, cp)
-    d6 = wp.dot(ac, cp)
-    if d6 >= 0.0 and d5 <= d6:
-        return wp.vec3(0.0, 0.0, 1.0)
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6)
-        return wp.vec3(1.0 - w, 0.0, w)
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and (d4 - d3) >= 0.0 and (d5 - d6) >= 0.0:
-        w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
-        return wp.vec3(0.0, 1.0 - w, w)
-    denom = 1.0 / (va + vb + vc)
-    v = vb * denom
-    w = vc * denom
-    return wp.vec3(1.0 - v - w, v, w)
-
-
 @wp.func
 def closest_params_segments(p1: wp.vec3, q1: wp.vec3, p2: wp.vec3, q2: wp.vec3, eps: float):
     """Parameters (s, t) of the closest points p1 + s (q1 - p1), p2 + t (q2 - p2) (Ericson)."""
