@@ -113,6 +113,20 @@ def quat_twist_angle(q: wp.quat, axis: wp.vec3) -> float:
 
 
 @wp.func
+def quat_to_rotation_vector(q: wp.quat) -> wp.vec3:
+    """Rotation vector (unit axis times angle in ``[0, pi]``, the shortest arc) of the unit quaternion ``q``."""
+    v = wp.vec3(q[0], q[1], q[2])
+    w = q[3]
+    if w < 0.0:
+        v = -v
+        w = -w
+    s = wp.length(v)
+    if s < 1.0e-9:
+        return 2.0 * v
+    return v * (2.0 * wp.atan2(s, w) / s)
+
+
+@wp.func
 def rotate_into_plane_angle(u: wp.vec3, v: wp.vec3, axis: wp.vec3) -> float:
     """Angle of the rotation about ``axis`` taking the projection of ``u`` to that of ``v``
     (0 when a projection degenerates)."""

@@ -84,7 +84,7 @@ from armillary.sim.kinematics_kernels import (
     axes_solve,
     d6_decode_angles,
 )
-from armillary.sim.spatial import ang, lin, spatial
+from armillary.sim.spatial import ang, lin, quat_to_rotation_vector, spatial
 
 __all__ = ["eval_joint_forces", "update_joint_state"]
 
@@ -118,20 +118,6 @@ def raw_twist_angle(q: wp.quat, axis: wp.vec3) -> float:
     """``2 atan2(s, w)`` of the twist of ``q`` about ``axis``, in ``(-2 pi, 2 pi]``: depends on the
     quaternion's sign, so it runs on continuously past ``pi`` while the quaternion evolves continuously."""
     return 2.0 * wp.atan2(q[0] * axis[0] + q[1] * axis[1] + q[2] * axis[2], q[3])
-
-
-@wp.func
-def rotation_vector(q: wp.quat) -> wp.vec3:
-    """Rotation vector (axis * angle, angle in ``[0, pi]``) of the unit quaternion ``q``."""
-    v = wp.vec3(q[0], q[1], q[2])
-    w = q[3]
-    if w < 0.0:
-        v = -v
-        w = -w
-    s = wp.length(v)
-    if s < 1.0e-9:
-        return 2.0 * v
-    return v * (2.0 * wp.atan2(s, w) / s)
 
 
 @wp.func
@@ -444,7 +430,7 @@ def eval_joint_forces_kernel(
     w = wp.quat_rotate_inv(R_wp, k.w_rel)
     T = wp.vec3(0.0)
     if n_ang == 0:
-        T = -attach_ke * rotation_vector(k.rel) - ANGULAR_KD_SCALE * attach_kd * w
+        T = -attach_ke * quat_to_rotation_vector(k.rel) - ANGULAR_KD_SCALE * attach_kd * w
     elif n_ang < 3:
         b0, b1, b2 = axis3(joint_axis, ds + n_lin, n_ang)
         m1, m2 = d6_moving_axes(n_ang, b0, b1, b2, qa, k.rel)
@@ -456,7 +442,7 @@ def eval_joint_forces_kernel(
         else:
             # residual rotation that the two axes cannot explain, as a rotation vector
             r_dec = wp.quat_from_axis_angle(b0, qa[0]) * wp.quat_from_axis_angle(b1, qa[1])
-            theta = rotation_vector(k.rel * wp.quat_inverse(r_dec))
+            theta = quat_to_rotation_vector(k.rel * wp.quat_inverse(r_dec))
             w = w - b0 * va[0] - m1 * va[1]
         T = -attach_ke * theta - ANGULAR_KD_SCALE * attach_kd * w
     F = wp.quat_rotate(R_wp, F)

@@ -34,6 +34,7 @@ from armillary.sim.kinematics_kernels import JT_FREE as J_FREE  # noqa: E402
 from armillary.sim.kinematics_kernels import JT_PRISMATIC as J_PRISMATIC  # noqa: E402
 from armillary.sim.kinematics_kernels import JT_REVOLUTE as J_REVOLUTE  # noqa: E402
 from armillary.sim.kinematics_kernels import JT_ROD as J_ROD  # noqa: E402
+from armillary.sim.spatial import quat_to_rotation_vector as quat_log  # noqa: E402  (rotation vector, shortest arc)
 
 RHO_SCALE = wp.constant(100.0)  # internal ALM metric: rho = RHO_SCALE * (mass or inertia) / dt^2
 PEN_MAX = wp.constant(1.0e10)
@@ -42,20 +43,6 @@ ROD_K_CAP = wp.constant(10.0)
 
 
 # --------------------------------------------------------------------------- helpers
-@wp.func
-def quat_log(q: wp.quat):
-    """Rotation vector of ``q`` (shortest arc)."""
-    w = q[3]
-    v = wp.vec3(q[0], q[1], q[2])
-    if w < 0.0:
-        w = -w
-        v = -v
-    s = wp.length(v)
-    if s < 1.0e-9:
-        return 2.0 * v
-    return v * (2.0 * wp.atan2(s, w) / s)
-
-
 @wp.func
 def quat_exp(v: wp.vec3):
     a = wp.length(v)
