@@ -35,6 +35,13 @@ def _table() -> dict[str, KnownName]:
             "armillary-importer-urdf": ("importer_urdf", ["urdf"]),
             "armillary-importer-usd": ("importer_usd", ["usd"]),
         },
+        "actuator component": {
+            "armillary-actuators": ("actuators", [
+                "Actuator", "Delay", "Controller", "ControllerPD", "ControllerPID", "ControllerNeuralMLP",
+                "ControllerNeuralLSTM", "Clamping", "ClampingMaxEffort", "ClampingDCMotor", "ClampingPositionBased",
+                "DrivePD", "DrivePID", "DriveNeuralMLP", "DriveNeuralLSTM", "DriveBase", "ClampingBase",
+            ]),
+        },
     }
     out = {}
     for kind, dists in rows.items():
@@ -47,7 +54,6 @@ def _table() -> dict[str, KnownName]:
 KNOWN: dict[str, KnownName] = _table()
 
 DISTRIBUTION_DIRS = {k.distribution: k.directory for k in KNOWN.values()}
-DISTRIBUTION_DIRS["armillary-actuators"] = "actuators"
 
 
 def install_hint(distribution: str) -> str:

@@ -30,6 +30,7 @@ from .enums import Axis, BodyFlags, JointTargetMode, JointType
 from .joint_config import JointDofConfig
 from .shape_config import ShapeConfig
 
+from .builder_actuators import ActuatorBuilderMixin
 from .builder_particles import ParticleBuilderMixin
 from .builder_rods import RodBuilderMixin
 from .custom_attributes import CustomAttribute, CustomAttributesMixin, CustomFrequency
@@ -47,7 +48,8 @@ def _joint_layout(joint_type: JointType, n_lin: int, n_ang: int) -> tuple[int, i
     return n_lin + n_ang, n_lin + n_ang
 
 
-class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, ParticleBuilderMixin, RodBuilderMixin):
+class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, ParticleBuilderMixin, RodBuilderMixin,
+                   ActuatorBuilderMixin):
     """Builds a :class:`~armillary.Model` from bodies, joints, articulations and shapes.
 
     Args:
@@ -145,6 +147,7 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
         self._init_custom_attributes()
         self._init_particles()
         self._init_rods()
+        self._init_actuators()
 
     def note_authored_feature(self, feature: str, source: str) -> None:
         """Record that an imported value needs solver feature ``feature`` to take effect.

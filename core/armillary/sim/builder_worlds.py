@@ -392,4 +392,5 @@ class WorldBuilderMixin:
                 self.authored_features.append(note)
         self._merge_particles(src, offsets, None if mv is None else wp.transform(*mv["tf"].tolist()))
         self._merge_rods(src, offsets)
+        self._merge_actuators(src, ndof, ncoord)
         self._merge_custom_attributes(src, offsets)

@@ -401,5 +401,6 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
     b._finalize_particles(m, dev, g)
     b._finalize_rods(m, dev, g)
     b._finalize_custom_attributes(m, dev, g)
+    b._finalize_actuators(m, dev, g)
     return m
 

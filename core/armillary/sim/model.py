@@ -96,6 +96,8 @@ class Model:
         self.attribute_frequency: dict = {}
         self.attribute_assignment: dict = {}
         self._shape_contact_pairs = None
+        # vectorised actuators built from ModelBuilder.add_actuator entries (actuators plugin)
+        self.actuators: list = []
 
         self.soft_contact_ke = 1.0e3
         self.soft_contact_kd = 10.0
