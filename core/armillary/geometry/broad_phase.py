@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from ..launch import LaunchCache
+
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import BodyFlags, ShapeFlags
@@ -285,22 +287,39 @@ def _empty(dtype, device):
 
 
 class _BroadPhaseBase:
+    def _empty(self, dtype, device):
+        """A zero-length array of ``dtype`` on ``device``, made once per broad phase (stable
+        identity, so recorded launches that take it are replayed rather than re-recorded)."""
+        cache = self.__dict__.setdefault("_empties", {})
+        key = (dtype, str(device))
+        a = cache.get(key)
+        if a is None:
+            a = cache[key] = _empty(dtype, device)
+        return a
+
+    def _launch(self, kernel, dim, inputs, device) -> None:
+        """``wp.launch`` through this broad phase's :class:`~armillary.launch.LaunchCache`."""
+        cache = self.__dict__.get("_launch_cache")
+        if cache is None:
+            cache = self.__dict__["_launch_cache"] = LaunchCache(max_entries=8)
+        cache.launch(kernel, dim, inputs, device=device)
+
     def _common(self, shape_lower, device, filter_pairs, num_filter_pairs, shape_body, body_flags, shape_gap,
                 shape_displacement):  # fmt: skip
         dev = wp.get_device(device) if device is not None else shape_lower.device
         if filter_pairs is None:
-            filter_pairs = _empty(wp.vec2i, dev)
+            filter_pairs = self._empty(wp.vec2i, dev)
             num_filter_pairs = 0
         elif num_filter_pairs is None:
             num_filter_pairs = int(filter_pairs.shape[0])
         if shape_body is None:
-            shape_body = _empty(int, dev)
+            shape_body = self._empty(int, dev)
         if body_flags is None:
-            body_flags = _empty(int, dev)
+            body_flags = self._empty(int, dev)
         if shape_gap is None:
-            shape_gap = _empty(float, dev)
+            shape_gap = self._empty(float, dev)
         if shape_displacement is None:
-            shape_displacement = _empty(wp.vec3, dev)
+            shape_displacement = self._empty(wp.vec3, dev)
         return dev, filter_pairs, int(num_filter_pairs), shape_body, body_flags, shape_gap, shape_displacement
 
 
@@ -331,11 +350,11 @@ class BroadPhaseAllPairs(_BroadPhaseBase):
         if self.elem_count == 0:
             return
         dim = grid_dim(dev, self.elem_count)
-        wp.launch(_nxn_kernel, dim=dim,
-                  inputs=[self._elems, self._seg_start, self._seg_global_start, self.elem_count, shape_lower,
+        self._launch(_nxn_kernel, dim,
+                  [self._elems, self._seg_start, self._seg_global_start, self.elem_count, shape_lower,
                           shape_upper, gap, shape_collision_group, shape_world, fp, nf, sb, bf,
                           int(bool(include_static_kinematic_pairs)), disp, candidate_pair, candidate_pair_count, dim],
-                  device=dev, record_tape=False)  # fmt: skip
+                  dev)  # fmt: skip
 
 
 class BroadPhaseSAP(_BroadPhaseBase):
@@ -387,19 +406,19 @@ class BroadPhaseSAP(_BroadPhaseBase):
         if n == 0:
             return
         dim = grid_dim(dev, n)
-        wp.launch(_sap_keys_kernel, dim=dim, inputs=[self._elems, n, shape_lower, gap, disp, self._keys, self._values, dim],
-                  device=dev, record_tape=False)  # fmt: skip
+        self._launch(_sap_keys_kernel, dim, [self._elems, n, shape_lower, gap, disp, self._keys, self._values, dim],
+                  dev)  # fmt: skip
         if self._segments == 1:
             wp.utils.radix_sort_pairs(self._keys, self._values, n)
         else:
             wp.utils.segmented_sort_pairs(self._keys, self._values, n, self._seg_begin, self._seg_end)
         lanes = 1 if dev.is_cpu else self.sweep_thread_count_multiplier
         dim = grid_dim(dev, n * lanes)
-        wp.launch(_sap_sweep_kernel, dim=dim,
-                  inputs=[self._elems, self._seg_start, self._seg_global_start, n, self._keys, self._values,
+        self._launch(_sap_sweep_kernel, dim,
+                  [self._elems, self._seg_start, self._seg_global_start, n, self._keys, self._values,
                           shape_lower, shape_upper, gap, shape_collision_group, shape_world, fp, nf, sb, bf,
                           int(bool(include_static_kinematic_pairs)), disp, candidate_pair, candidate_pair_count, dim, lanes],
-                  device=dev, record_tape=False)  # fmt: skip
+                  dev)  # fmt: skip
 
 
 class BroadPhaseExplicit(_BroadPhaseBase):
@@ -417,7 +436,7 @@ class BroadPhaseExplicit(_BroadPhaseBase):
         if n == 0:
             return
         dim = grid_dim(dev, n)
-        wp.launch(_explicit_kernel, dim=dim,
-                  inputs=[shape_lower, shape_upper, gap, shape_pairs, n, sb, bf,
+        self._launch(_explicit_kernel, dim,
+                  [shape_lower, shape_upper, gap, shape_pairs, n, sb, bf,
                           int(bool(include_static_kinematic_pairs)), disp, candidate_pair, candidate_pair_count, dim],
-                  device=dev, record_tape=False)  # fmt: skip
+                  dev)  # fmt: skip

@@ -285,6 +285,50 @@ def edge_in_cone(dl: wp.vec3, axis: int, combo: int, eps: float):
 
 
 @wp.func
+def cone_combos(dl: wp.vec3, axis: int, eps: float):
+    """4-bit set of the sign combinations ``combo`` (see :func:`box_edge`) of the box edges
+    parallel to ``axis`` for which :func:`edge_in_cone` holds with direction ``dl``."""
+    k = (axis + 1) % 3
+    l = (axis + 2) % 3
+    # bit 0 of combo: sign of the k offset, bit 1: sign of the l offset
+    sk = int(0)
+    if dl[k] <= eps:  # -dl[k] >= -eps
+        sk = sk | 1
+    if dl[k] >= -eps:
+        sk = sk | 2
+    sl = int(0)
+    if dl[l] <= eps:
+        sl = sl | 1
+    if dl[l] >= -eps:
+        sl = sl | 2
+    m = int(0)
+    for combo in range(4):
+        if (sk & (int(1) << (combo & 1))) != 0 and (sl & (int(1) << ((combo >> 1) & 1))) != 0:
+            m = m | (int(1) << combo)
+    return m
+
+
+@wp.func
+def spread_pairs(ma: int, mb: int):
+    """Pair mask (bit ``4 ca + cb``) of every combo ``ca`` in ``ma`` with every ``cb`` in ``mb``."""
+    m = int(0)
+    for ca in range(4):
+        if (ma & (int(1) << ca)) != 0:
+            m = m | (mb << (4 * ca))
+    return m
+
+
+@wp.func
+def vertex_box_dist(v: wp.vec3, q: wp.quat, t: wp.vec3, h: wp.vec3):
+    """Distance from the world point ``v`` to a box (rotation ``q``, center ``t``) as
+    :func:`point_box` computes it for a point outside the box; a value ``<= 1e-9`` means the
+    point touches or is inside (call :func:`point_box` for the exact answer)."""
+    pl = wp.quat_rotate_inv(q, v - t)
+    cl = wp.vec3(wp.clamp(pl[0], -h[0], h[0]), wp.clamp(pl[1], -h[1], h[1]), wp.clamp(pl[2], -h[2], h[2]))
+    return wp.length(cl - pl)
+
+
+@wp.func
 def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
     """Exact distance between two separated boxes by feature enumeration.
 
@@ -293,31 +337,45 @@ def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec
     pair with interior closest points is the minimum only if their direction (along the cross
     product of the edge directions, pointing from A to B) lies in both edges' normal cones, so
     the other pairs (and parallel pairs, whose minimum is attained at an endpoint) are skipped.
-    The visit order and strict-improvement rule are those of the full enumeration.
+    The visit order and strict-improvement rule are those of the full enumeration; the
+    closest points of a vertex query are formed only for the winner.
 
     Returns (distance, point on A, point on B).
     """
-    best = float(MAXVAL)
-    pa = wp.vec3(0.0)
-    pb = wp.vec3(0.0)
-    for i in range(8):
-        v = box_vertex(XA, hA, i)
-        sp, n, d = point_box(v, XB, hB)
-        if d < best:
-            best = d
-            pa = v
-            pb = sp
-        w = box_vertex(XB, hB, i)
-        sp2, n2, d2 = point_box(w, XA, hA)
-        if d2 < best:
-            best = d2
-            pa = sp2
-            pb = w
     qa = wp.transform_get_rotation(XA)
     qb = wp.transform_get_rotation(XB)
+    ta = wp.transform_get_translation(XA)
+    tb = wp.transform_get_translation(XB)
+    best = float(MAXVAL)
+    # winner of the vertex queries: 2 i (vertex i of A against B) or 2 i + 1 (vertex i of B against A)
+    win = int(-1)
+    for i in range(8):
+        v = box_vertex(XA, hA, i)
+        d = vertex_box_dist(v, qb, tb, hB)
+        if d <= 1.0e-9:
+            sp, n, d = point_box(v, XB, hB)
+        if d < best:
+            best = d
+            win = 2 * i
+        w = box_vertex(XB, hB, i)
+        d2 = vertex_box_dist(w, qa, ta, hA)
+        if d2 <= 1.0e-9:
+            sp2, n2, d2 = point_box(w, XA, hA)
+        if d2 < best:
+            best = d2
+            win = 2 * i + 1
+    pa = wp.vec3(0.0)
+    pb = wp.vec3(0.0)
+    if win >= 0:
+        if (win & 1) == 0:
+            pa = box_vertex(XA, hA, win >> 1)
+            pb, n3, d3 = point_box(pa, XB, hB)
+        else:
+            pb = box_vertex(XB, hB, win >> 1)
+            pa, n4, d4 = point_box(pb, XA, hA)
     RA = box_rotation(qa)
     RB = box_rotation(qb)
-    dc = wp.transform_get_translation(XB) - wp.transform_get_translation(XA)
+    dc = tb - ta
     scale = wp.max(wp.max(hA[0], wp.max(hA[1], hA[2])), wp.max(hB[0], wp.max(hB[1], hB[2])))
     # per axis pair (ia, jb): bit 4 ca + cb set when edge pair (4 ia + ca, 4 jb + cb) is a candidate
     masks = vec9i()
@@ -333,16 +391,11 @@ def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec
                 tol = 1.0e-3 * scale + eps * wp.length(dc)
                 ua = RA * u
                 ub = RB * u
-                for ca in range(4):
-                    for cb in range(4):
-                        ok = False
-                        # the direction A -> B is +u or -u (its projection on dc is at least the distance)
-                        if sd >= -tol:
-                            ok = edge_in_cone(ua, ia, ca, eps) and edge_in_cone(-ub, jb, cb, eps)
-                        if (not ok) and sd <= tol:
-                            ok = edge_in_cone(-ua, ia, ca, eps) and edge_in_cone(ub, jb, cb, eps)
-                        if ok:
-                            mask = mask | (int(1) << (4 * ca + cb))
+                # the direction A -> B is +u or -u (its projection on dc is at least the distance)
+                if sd >= -tol:
+                    mask = mask | spread_pairs(cone_combos(ua, ia, eps), cone_combos(-ub, jb, eps))
+                if sd <= tol:
+                    mask = mask | spread_pairs(cone_combos(-ua, ia, eps), cone_combos(ub, jb, eps))
             masks[3 * ia + jb] = mask
     for ea in range(12):
         ia = ea // 4
@@ -350,22 +403,23 @@ def box_box_distance(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec
         a0 = wp.vec3(0.0)
         a1 = wp.vec3(0.0)
         have_a = int(0)
-        for eb in range(12):
-            jb = eb // 4
-            cb = eb % 4
-            if (masks[3 * ia + jb] & (int(1) << (4 * ca + cb))) != 0:
-                if have_a == 0:
-                    a0, a1 = box_edge(XA, hA, ea)
-                    have_a = 1
-                b0, b1 = box_edge(XB, hB, eb)
-                s, t = closest_segment_segment(a0, a1, b0, b1)
-                x = a0 + s * (a1 - a0)
-                y = b0 + t * (b1 - b0)
-                d = wp.length(y - x)
-                if d < best:
-                    best = d
-                    pa = x
-                    pb = y
+        for jb in range(3):
+            row = (masks[3 * ia + jb] >> (4 * ca)) & 15
+            if row != 0:
+                for cb in range(4):
+                    if (row & (int(1) << cb)) != 0:
+                        if have_a == 0:
+                            a0, a1 = box_edge(XA, hA, ea)
+                            have_a = 1
+                        b0, b1 = box_edge(XB, hB, 4 * jb + cb)
+                        s, t = closest_segment_segment(a0, a1, b0, b1)
+                        x = a0 + s * (a1 - a0)
+                        y = b0 + t * (b1 - b0)
+                        d = wp.length(y - x)
+                        if d < best:
+                            best = d
+                            pa = x
+                            pb = y
     return best, pa, pb
 
 
