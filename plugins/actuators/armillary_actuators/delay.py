@@ -139,11 +139,14 @@ class Delay:
             raise ValueError("Delay: current_state and next_state must be two different State objects")
         n = self.delay_steps.shape[0]
         c, nx = current_state, next_state
+        # the next history is the current one plus this step's command: bulk copy, then push
+        wp.copy(nx.buffer_pos, c.buffer_pos)
+        wp.copy(nx.buffer_vel, c.buffer_vel)
+        wp.copy(nx.buffer_act, c.buffer_act)
         wp.launch(
-            kernels.delay_write_kernel,
-            dim=(self.capacity, n),
-            inputs=[target_pos, target_vel, feedforward, pos_indices, vel_indices,
-                    c.buffer_pos, c.buffer_vel, c.buffer_act, c.num_pushes, c.write_idx],
+            kernels.delay_push_kernel,
+            dim=n,
+            inputs=[target_pos, target_vel, feedforward, pos_indices, vel_indices, c.num_pushes, c.write_idx],
             outputs=[nx.buffer_pos, nx.buffer_vel, nx.buffer_act, nx.num_pushes, nx.write_idx],
             device=self._device if self._device is not None else target_pos.device,
         )

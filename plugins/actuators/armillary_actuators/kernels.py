@@ -89,25 +89,6 @@ def clamp_max_effort_kernel(
 
 
 @wp.kernel
-def clamp_dc_motor_kernel(
-    src: wp.array(dtype=wp.float32),
-    velocities: wp.array(dtype=wp.float32),
-    vel_indices: wp.array(dtype=wp.uint32),
-    saturation_effort: wp.array(dtype=wp.float32),
-    velocity_limit: wp.array(dtype=wp.float32),
-    max_motor_effort: wp.array(dtype=wp.float32),
-    dst: wp.array(dtype=wp.float32),
-):
-    i = wp.tid()
-    ratio = velocities[int(vel_indices[i])] / velocity_limit[i]
-    sat = saturation_effort[i]
-    m = max_motor_effort[i]
-    upper = wp.clamp(sat * (1.0 - ratio), 0.0, m)
-    lower = wp.clamp(sat * (-1.0 - ratio), -m, 0.0)
-    dst[i] = wp.clamp(src[i], lower, upper)
-
-
-@wp.kernel
 def clamp_position_table_kernel(
     src: wp.array(dtype=wp.float32),
     positions: wp.array(dtype=wp.float32),
@@ -173,42 +154,37 @@ def delay_read_kernel(
 
 
 @wp.kernel
-def delay_write_kernel(
+def delay_push_kernel(
+    # Command in:
     target_pos: wp.array(dtype=wp.float32),
     target_vel: wp.array(dtype=wp.float32),
     feedforward: wp.array(dtype=wp.float32),
     target_pos_indices: wp.array(dtype=wp.uint32),
     target_vel_indices: wp.array(dtype=wp.uint32),
-    buffer_pos: wp.array2d(dtype=wp.float32),
-    buffer_vel: wp.array2d(dtype=wp.float32),
-    buffer_act: wp.array2d(dtype=wp.float32),
+    # State in:
     num_pushes: wp.array(dtype=wp.int32),
     write_idx: wp.array(dtype=wp.int32),
+    # State out (buffers already hold a copy of the current history):
     next_buffer_pos: wp.array2d(dtype=wp.float32),
     next_buffer_vel: wp.array2d(dtype=wp.float32),
     next_buffer_act: wp.array2d(dtype=wp.float32),
     next_num_pushes: wp.array(dtype=wp.int32),
     next_write_idx: wp.array(dtype=wp.int32),
 ):
-    s, i = wp.tid()
-    cap = buffer_pos.shape[0]
+    """Push this step's command of DOF ``i`` into slot ``write_idx`` of the next history."""
+    i = wp.tid()
+    cap = next_buffer_pos.shape[0]
     w = write_idx[0]
-    if s == w:
-        tv = int(target_vel_indices[i])
-        next_buffer_pos[s, i] = target_pos[int(target_pos_indices[i])]
-        next_buffer_vel[s, i] = target_vel[tv]
-        if feedforward:
-            next_buffer_act[s, i] = feedforward[tv]
-        else:
-            next_buffer_act[s, i] = 0.0
+    tv = int(target_vel_indices[i])
+    next_buffer_pos[w, i] = target_pos[int(target_pos_indices[i])]
+    next_buffer_vel[w, i] = target_vel[tv]
+    if feedforward:
+        next_buffer_act[w, i] = feedforward[tv]
     else:
-        next_buffer_pos[s, i] = buffer_pos[s, i]
-        next_buffer_vel[s, i] = buffer_vel[s, i]
-        next_buffer_act[s, i] = buffer_act[s, i]
-    if s == 0:
-        next_num_pushes[i] = wp.min(num_pushes[i] + 1, cap)
-        if i == 0:
-            next_write_idx[0] = (w + 1) % cap
+        next_buffer_act[w, i] = 0.0
+    next_num_pushes[i] = wp.min(num_pushes[i] + 1, cap)
+    if i == 0:
+        next_write_idx[0] = (w + 1) % cap
 
 
 # ---------------------------------------------------------------------------- actuator

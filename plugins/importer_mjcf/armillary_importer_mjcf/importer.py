@@ -1615,9 +1615,13 @@ class _Builder:
 
     # -------------------------------------------------------------- actuators
     def actuators(self):
+        """``<actuator>`` elements on hinge / slide joints: joint drives (default) or, with
+        ``actuator_components=True``, ``add_actuator`` entries (see :meth:`_add_actuator_component`)."""
         from armillary.sim.enums import JointTargetMode
 
         p, s = self.p, self.s
+        components = bool(self.opts.get("actuator_components", False))
+        self._component_readers: dict[int, list] = {}  # dof -> [(element, joint, reads q*, reads qd*, effort form)]
         for el in p.actuators:
             tag = el.tag
             if tag not in _ACTUATOR_TAGS:
@@ -1641,6 +1645,8 @@ class _Builder:
             dof = s.joint_qd_start[ji] + kd
             gear = p.floats(el, a, "gear", 6, default=(1.0, 0, 0, 0, 0, 0), nmin=1)[0]
             kp = kv = 0.0
+            const = 0.0  # biasprm[0] (actuator components only)
+            gain0 = 1.0  # force per control unit of the effort forms
             mode = None
             if tag == "motor":
                 mode = JointTargetMode.EFFORT
@@ -1660,13 +1666,16 @@ class _Builder:
                 gt, bt = a.get("gaintype", "fixed"), a.get("biastype", "none")
                 if a.get("dyntype", "none") != "none":
                     p.warn("actuator.dyntype", el, "general actuator activation dynamics are not supported; treated as direct")
+                # the drive path has no constant term: it needs biasprm[0] == 0; components take it as const_effort
+                b0_ok = components or bias[0] == 0
                 if gt == "fixed" and bt == "none":
                     mode = JointTargetMode.EFFORT
-                elif gt == "fixed" and bt == "affine" and bias[0] == 0 and abs(bias[1] + gain[0]) <= 1e-12 * max(1.0, abs(gain[0])):
-                    kp, kv = float(gain[0]), float(-bias[2])
+                    gain0 = float(gain[0])
+                elif gt == "fixed" and bt == "affine" and b0_ok and abs(bias[1] + gain[0]) <= 1e-12 * max(1.0, abs(gain[0])):
+                    kp, kv, const = float(gain[0]), float(-bias[2]), float(bias[0])
                     mode = JointTargetMode.POSITION_VELOCITY if kv > 0 else JointTargetMode.POSITION
-                elif gt == "fixed" and bt == "affine" and bias[0] == 0 and bias[1] == 0 and abs(bias[2] + gain[0]) <= 1e-12 * max(1.0, abs(gain[0])):
-                    kv = float(gain[0])
+                elif gt == "fixed" and bt == "affine" and b0_ok and bias[1] == 0 and abs(bias[2] + gain[0]) <= 1e-12 * max(1.0, abs(gain[0])):
+                    kv, const = float(gain[0]), float(bias[0])
                     mode = JointTargetMode.VELOCITY
                 else:
                     p.warn("actuator.general", el, f"general actuator (gaintype={gt}, biastype={bt}) has no joint-drive equivalent and was ignored")
@@ -1674,19 +1683,79 @@ class _Builder:
             else:
                 p.warn(f"actuator/{tag}", el, f"<{tag}> actuators are not supported and were ignored")
                 continue
+            fl = a.get("forcelimited", "auto")
+            fr = p.floats(el, a, "forcerange", 2, allow_inf=True)
+            if components:
+                self._add_actuator_component(el, a, tag, jname, dof, mode, kp, kv, const, gain0, gear, fr, fl)
+                continue
             if mode in (JointTargetMode.POSITION, JointTargetMode.VELOCITY, JointTargetMode.POSITION_VELOCITY) and gear != 1.0:
                 p.warn("actuator.gear", el, "position/velocity actuators with gear != 1 are imported with gear 1")
             s.joint_target_ke[dof] = kp
             s.joint_target_kd[dof] = kv
             s.joint_target_mode[dof] = int(mode)
-            fl = a.get("forcelimited", "auto")
-            fr = p.floats(el, a, "forcerange", 2, allow_inf=True)
             if fr is not None and fl != "false":
                 s.joint_effort_limit[dof] = float(max(abs(fr[0]), abs(fr[1])) * abs(gear))
             elif mode == JointTargetMode.EFFORT:
                 cr = p.floats(el, a, "ctrlrange", 2, allow_inf=True)
                 if cr is not None and a.get("ctrllimited", "auto") != "false":
                     s.joint_effort_limit[dof] = float(max(abs(cr[0]), abs(cr[1])) * abs(gear))
+        for readers in self._component_readers.values():
+            # one joint, several actuators: they share the joint's command arrays
+            effort = any(r[4] for r in readers)
+            shared = [name for k, name in ((2, "joint_target_q"), (3, "joint_target_qd"))
+                      if sum(r[k] for r in readers) > 1]
+            if len(readers) > 1 and (effort or shared):
+                shared += ["joint_act"] if effort else []
+                p.warn("actuator.shared_joint", readers[0][0],
+                       f"joint {readers[0][1]!r} has {len(readers)} actuators; with actuator_components=True they read "
+                       f"the same {' / '.join(shared)} entry (each ControllerPD also adds joint_act), so their "
+                       "commands are not independent as in MuJoCo")  # fmt: skip
+
+    def _add_actuator_component(self, el, a, tag, jname, dof, mode, kp, kv, const, gain0, gear, fr, fl):
+        """One actuator as a ``ControllerPD`` entry (``actuator_components=True``); no joint drive is set.
+
+        MuJoCo's actuator length is ``gear * q`` and its joint effort ``gear * force``. With the
+        commands in joint space (``joint_target_q`` / ``joint_target_qd`` = ``ctrl / gear``,
+        ``joint_act`` = the joint effort ``gear * gain * ctrl``), a position actuator
+        ``force = kp (ctrl - gear q) - kv gear qd + b0`` becomes ``ControllerPD(kp gear^2,
+        kv gear^2, const_effort = gear b0)`` exactly; the force range becomes
+        ``ClampingMaxEffort(|gear| max|forcerange|)`` (and for the effort forms a limited ctrlrange
+        ``|gear gain| max|ctrlrange|``, the smaller one when both apply).
+        """
+        from armillary.sim.enums import JointTargetMode
+
+        p, s = self.p, self.s
+        g = float(gear)
+        if kp < 0.0 or kv < 0.0:
+            p.warn("actuator.negative_gain", el, f"<{tag}> actuator with a negative gain (kp={kp}, kv={kv}) has no "
+                   "ControllerPD equivalent and was ignored")  # fmt: skip
+            return
+        if mode == JointTargetMode.EFFORT:
+            gains = {"kp": 0.0, "kd": 0.0}
+        elif mode == JointTargetMode.VELOCITY:
+            gains = {"kp": 0.0, "kd": kv * g * g}
+        else:
+            gains = {"kp": kp * g * g, "kd": kv * g * g}
+        if const != 0.0:
+            gains["const_effort"] = g * const
+        limits = []
+        if fr is not None and fl != "false":
+            if fr[0] != -fr[1]:
+                p.warn("actuator.asymmetric_range", el, "an asymmetric forcerange is imported as the symmetric limit "
+                       "+-max(|min|, |max|)")  # fmt: skip
+            limits.append(float(max(abs(fr[0]), abs(fr[1])) * abs(g)))
+        if mode == JointTargetMode.EFFORT:
+            cr = p.floats(el, a, "ctrlrange", 2, allow_inf=True)
+            if cr is not None and a.get("ctrllimited", "auto") != "false":
+                limits.append(float(max(abs(cr[0]), abs(cr[1])) * abs(g * gain0)))
+        clamping = [("ClampingMaxEffort", {"max_effort": min(limits)})] if limits and np.isfinite(min(limits)) else None
+        self._component_readers.setdefault(dof, []).append(
+            (el, jname, gains["kp"] > 0.0, gains["kd"] > 0.0, mode == JointTargetMode.EFFORT))
+        try:
+            s.add_actuator("ControllerPD", index=dof, clamping=clamping, **gains)
+        except ValueError as exc:
+            raise p.err(el, f"actuator_components=True: {exc} (the armillary-actuators plugin provides the "
+                        "actuator components)") from None  # fmt: skip
 
     # -------------------------------------------------------------- collisions
     def collisions(self):
@@ -1986,6 +2055,7 @@ def add_mjcf(
     collapse_fixed_joints: bool = False,
     skip_equality_constraints: bool = False,
     path_resolver: Callable[[str | None, str], str] | None = None,
+    actuator_components: bool = False,
     verbose: bool = False,
 ) -> None:
     """Add the bodies, joints, shapes and constraints of an MJCF model (file path or XML string) to ``builder``.
@@ -2010,6 +2080,27 @@ def add_mjcf(
         collapse_fixed_joints: merge joint-less bodies into their parent body (not for link-break models).
         skip_equality_constraints: ignore ``<equality>``.
         path_resolver: ``f(base_dir, path) -> path`` for includes and meshes (an include may return XML text).
+        actuator_components: armillary's option (the reference engine has none). ``False`` (default):
+            ``<actuator>`` elements become joint drives (``joint_target_ke`` / ``joint_target_kd`` /
+            ``joint_target_mode``, ``joint_effort_limit``; position / velocity actuators with
+            ``gear != 1`` are imported with gear 1, with a warning). ``True``: position, velocity,
+            motor and general (fixed gain; no bias, or an affine PD-form bias) actuators on hinge /
+            slide joints become :meth:`ModelBuilder.add_actuator` entries instead (needs the
+            ``armillary-actuators`` plugin; no joint drive is set, so nothing actuates twice): position ->
+            ``ControllerPD(kp, kd=kv)``, velocity -> ``ControllerPD(kp=0, kd=kv)`` (reading
+            ``joint_target_qd``), motor and general without bias -> ``ControllerPD(kp=0, kd=0)``
+            passing the feedforward ``Control.joint_act``, general with ``gainprm[0] = kp`` and
+            ``biasprm = (b0, -kp, -kv)`` -> the position form with ``const_effort = b0`` (and
+            ``(b0, 0, -kv)``, ``gainprm[0] = kv``: the velocity form); a limited ``forcerange``
+            (and, for motors, ``ctrlrange``) -> ``ClampingMaxEffort`` of the largest magnitude.
+            Commands are in joint space: targets ``ctrl / gear``, ``joint_act`` the joint effort
+            ``gear * gain * ctrl``; so the gains are scaled by ``gear**2``, ``const_effort`` and the
+            effort limits by ``gear`` (exact MuJoCo dynamics for any gear). Several actuators on one
+            joint add up as in MuJoCo but read the joint's one ``joint_target_q`` /
+            ``joint_target_qd`` / ``joint_act`` entry (every ``ControllerPD`` adds ``joint_act``): a
+            warning names joints where that couples their commands (e.g. a motor next to a position
+            servo). Run the actuators each step (``model.actuators``, adding into
+            ``Control.joint_f``) before the solver.
         verbose: print a summary of what was imported.
 
     Raises:
@@ -2037,7 +2128,7 @@ def add_mjcf(
         parse_sites=parse_sites, parse_visuals=parse_visuals, parse_mujoco_options=parse_mujoco_options,
         enable_self_collisions=enable_self_collisions, ignore_inertial_definitions=ignore_inertial_definitions,
         collapse_fixed_joints=collapse_fixed_joints, skip_equality_constraints=skip_equality_constraints,
-        path_resolver=path_resolver,
+        path_resolver=path_resolver, actuator_components=bool(actuator_components),
     )  # fmt: skip
     # declarations made here are undone if the import fails (the builder is left untouched)
     declared = (dict(getattr(builder, "custom_attributes", {})), dict(getattr(builder, "custom_frequencies", {})),

@@ -24,7 +24,7 @@ from armillary.sim.rotations import quat_multiply as _qmul
 from armillary.sim.rotations import quat_rotate as _qrot
 from armillary.sim.rotations import quat_to_matrix as _qmat
 
-from . import custom, schemas
+from . import actuators, custom, schemas
 from .utils import (
     USDImportError,
     decompose,
@@ -176,6 +176,7 @@ def add_usd(
     legacy_margin_gap: bool = False,
     return_deformable_results: bool = False,
     allow_unsafe_torch_checkpoints: bool = False,
+    actuator_components: bool = False,
 ) -> dict:
     """Import a USD stage (path or ``Usd.Stage``) into ``builder``; returns the result dictionary.
 
@@ -188,10 +189,18 @@ def add_usd(
     ``path_shape_map``, ``path_shape_scale``, ``path_particle_map`` (always empty), ``mass_unit``,
     ``linear_unit``, ``scene_attributes``, ``physics_scene_path``, ``collapse_results``, ``physics_dt``,
     ``schema_attrs``, ``max_solver_iterations``, ``path_body_relative_transform``,
-    ``path_original_body_map``, ``actuator_count``, ``path_articulation_map`` (articulation root
+    ``path_original_body_map``, ``actuator_count`` (the number of :meth:`ModelBuilder.add_actuator` entries
+    made from actuator prims), ``path_articulation_map`` (articulation root
     prim path -> articulation index) and, for joints merged under ``newton:jointsAddMobility``,
     ``path_joint_dof_map`` / ``path_joint_coord_map`` (source joint prim path -> its DOF / coordinate
     indices). Indices are those of ``builder`` after the import.
+
+    Actuator prims (:mod:`armillary_importer_usd.actuators`, needs the ``armillary-actuators`` plugin):
+    ``NewtonActuator`` prims always become ``add_actuator`` entries (``model.actuators`` after
+    ``finalize()``), as in the reference engine. ``actuator_components=True`` (an armillary option, the
+    reference engine has none; default ``False`` ignores them as before) also maps MuJoCo
+    ``MjcActuator`` prims on revolute / prismatic joints (fixed gain; no bias or a PD-form affine bias)
+    onto ``ControllerPD`` entries with ``ClampingMaxEffort`` for their force / control ranges.
 
     Not supported (``NotImplementedError`` when given a non-default value): deformable results,
     Torch checkpoints, ``legacy_margin_gap``, ``convert_mjc_equality_constraints=False``.
@@ -253,7 +262,7 @@ def add_usd(
         hide_collision_shapes=bool(hide_collision_shapes), force_show_colliders=bool(force_show_colliders),
         parse_mujoco_options=bool(parse_mujoco_options), mesh_maxhullvert=mesh_maxhullvert,
         schema_resolvers=schema_resolvers, force_position_velocity_actuation=bool(force_position_velocity_actuation),
-        override_root_xform=bool(override_root_xform),
+        override_root_xform=bool(override_root_xform), actuator_components=bool(actuator_components),
     )  # fmt: skip
     try:
         from armillary import plugins
@@ -386,6 +395,7 @@ class _Importer:
         self._schema_attrs()
         self._custom_attributes()
         self._collapse()
+        self.result["actuator_count"] = actuators.import_actuators(self)
         self._commit()
         return self.result
 
