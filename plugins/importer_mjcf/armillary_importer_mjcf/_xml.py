@@ -96,7 +96,10 @@ def read_file(path: str, what: str, loc: Loc | None = None, el=None) -> bytes:
 
 
 def expand_includes(root, file: str, loc: Loc, main_dir: str, path_resolver=None, _stack=()) -> None:
-    """Replace every ``<include file=...>`` below ``root`` by the children of the included ``<mujoco>``."""
+    """Replace every ``<include file=...>`` below ``root`` by the children of the included file's root element.
+
+    The included root's tag is not checked (``<mujoco>``, ``<mujocoinclude>`` or any other), as in MuJoCo.
+    """
     stack = _stack + (os.path.abspath(file) if os.path.exists(file) else file,)
     for parent in list(root.iter()):
         children = list(parent)
@@ -129,8 +132,8 @@ def expand_includes(root, file: str, loc: Loc, main_dir: str, path_resolver=None
             if len(stack) > 32:
                 raise loc.error(c, "includes nested deeper than 32 levels")
             sub = parse_xml(data, path, loc)
-            if sub.tag != "mujoco":
-                raise loc.error(sub, f"included file {path!r} must have <mujoco> as its root element, got <{sub.tag}>")
+            # the root element is only a wrapper: MuJoCo splices its children whatever its tag
+            # (<mujoco>, <mujocoinclude> as in Adroit's door model, or any other)
             expand_includes(sub, path, loc, main_dir, path_resolver, stack)
             new_children.extend(list(sub))
         for c in children:

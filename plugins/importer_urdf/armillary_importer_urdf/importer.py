@@ -259,6 +259,41 @@ def resolve_uri(uri: str, base_dir: Path | None, package_resolver: Callable | No
     return (p if p.is_file() else None), tried
 
 
+def _read_mesh_geometry(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (float64, n x 3) and triangles (int64, m x 3) of a mesh file: geometry only.
+
+    Materials and textures are never read (an OBJ's ``mtllib`` is skipped) and the parts of a
+    multi-part file are joined with plain index offsets, not with trimesh's visual concatenation:
+    neither needs an image library (Pillow), and a shape needs no texture.
+    """
+    import trimesh  # lazy: only files with meshes need it
+
+    kwargs = {"skip_materials": True} if path.suffix.lower() == ".obj" else {}
+    try:
+        loaded = trimesh.load(str(path), process=False, **kwargs)
+    except Exception as exc:  # trimesh raises many types for bad files
+        raise ValueError(f"cannot load mesh {path}: {type(exc).__name__}: {exc}") from None
+    if isinstance(loaded, trimesh.Scene):  # every part in the scene's frame
+        parts = [g for g in (loaded.dump() if loaded.geometry else []) if hasattr(g, "faces")]
+    else:
+        parts = [loaded] if hasattr(loaded, "faces") else []
+    parts = [g for g in parts if len(g.faces)]
+    if not parts:
+        raise ValueError(f"mesh file {path} holds no triangles")
+    verts, faces, offset = [], [], 0
+    for g in parts:
+        gv = np.asarray(g.vertices, dtype=np.float64)
+        faces.append(np.asarray(g.faces, dtype=np.int64) + offset)
+        verts.append(gv)
+        offset += len(gv)
+    # the same clean-up ``trimesh.load(..., process=True)`` does (drop non-finite values, merge
+    # duplicate vertices), on the bare geometry so UV seams do not keep vertices apart
+    tm = trimesh.Trimesh(np.concatenate(verts), np.concatenate(faces), process=True)
+    if len(tm.faces) == 0:
+        raise ValueError(f"mesh file {path} holds no triangles")
+    return np.asarray(tm.vertices, dtype=np.float64), np.asarray(tm.faces, dtype=np.int64)
+
+
 def _load_mesh(path: Path, visual: bool):
     """An ``armillary.Mesh`` of the file (cached by path, size and modification time)."""
     import armillary
@@ -267,19 +302,7 @@ def _load_mesh(path: Path, visual: bool):
     key = (str(path), st.st_size, st.st_mtime_ns)
     cached = _MESH_CACHE.get(key)
     if cached is None:
-        import trimesh  # lazy: only files with meshes need it
-
-        try:
-            loaded = trimesh.load(str(path), force="mesh", process=True)
-        except Exception as exc:  # trimesh raises many types for bad files
-            raise ValueError(f"cannot load mesh {path}: {type(exc).__name__}: {exc}") from None
-        if isinstance(loaded, trimesh.Scene):  # empty scenes stay scenes
-            geoms = list(loaded.dump()) if loaded.geometry else []
-            loaded = trimesh.util.concatenate(geoms) if geoms else None
-        if loaded is None or not hasattr(loaded, "faces") or len(loaded.faces) == 0:
-            raise ValueError(f"mesh file {path} holds no triangles")
-        v = np.asarray(loaded.vertices, dtype=np.float64)
-        f = np.asarray(loaded.faces, dtype=np.int64)
+        v, f = _read_mesh_geometry(path)
         if not np.all(np.isfinite(v)):
             raise ValueError(f"mesh file {path} has non-finite vertex coordinates")
         cached = armillary.Mesh(v, f.reshape(-1), compute_inertia=True)
