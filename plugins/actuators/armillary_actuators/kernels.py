@@ -12,6 +12,36 @@ import warp as wp
 
 
 # ---------------------------------------------------------------------------- controllers
+@wp.func
+def tracking_errors(
+    i: int,
+    positions: wp.array(dtype=wp.float32),
+    velocities: wp.array(dtype=wp.float32),
+    target_pos: wp.array(dtype=wp.float32),
+    target_vel: wp.array(dtype=wp.float32),
+    pos_indices: wp.array(dtype=wp.uint32),
+    vel_indices: wp.array(dtype=wp.uint32),
+    target_pos_indices: wp.array(dtype=wp.uint32),
+    target_vel_indices: wp.array(dtype=wp.uint32),
+):
+    """(position error, velocity error, target-velocity index) of actuator ``i``."""
+    tv = int(target_vel_indices[i])
+    e = target_pos[int(target_pos_indices[i])] - positions[int(pos_indices[i])]
+    de = target_vel[tv] - velocities[int(vel_indices[i])]
+    return e, de, tv
+
+
+@wp.func
+def add_offsets(f: float, i: int, tv: int, const_effort: wp.array(dtype=wp.float32),
+                feedforward: wp.array(dtype=wp.float32)):
+    """``f`` plus the constant effort of actuator ``i`` and the feedforward at ``tv`` (each when given)."""
+    if const_effort:
+        f = f + const_effort[i]
+    if feedforward:
+        f = f + feedforward[tv]
+    return f
+
+
 @wp.kernel
 def pd_kernel(
     positions: wp.array(dtype=wp.float32),
@@ -29,15 +59,9 @@ def pd_kernel(
     forces: wp.array(dtype=wp.float32),
 ):
     i = wp.tid()
-    tv = int(target_vel_indices[i])
-    e = target_pos[int(target_pos_indices[i])] - positions[int(pos_indices[i])]
-    de = target_vel[tv] - velocities[int(vel_indices[i])]
-    f = kp[i] * e + kd[i] * de
-    if const_effort:
-        f = f + const_effort[i]
-    if feedforward:
-        f = f + feedforward[tv]
-    forces[i] = f
+    e, de, tv = tracking_errors(i, positions, velocities, target_pos, target_vel, pos_indices, vel_indices,
+                                target_pos_indices, target_vel_indices)
+    forces[i] = add_offsets(kp[i] * e + kd[i] * de, i, tv, const_effort, feedforward)
 
 
 @wp.kernel
@@ -62,18 +86,12 @@ def pid_kernel(
     forces: wp.array(dtype=wp.float32),
 ):
     i = wp.tid()
-    tv = int(target_vel_indices[i])
-    e = target_pos[int(target_pos_indices[i])] - positions[int(pos_indices[i])]
-    de = target_vel[tv] - velocities[int(vel_indices[i])]
+    e, de, tv = tracking_errors(i, positions, velocities, target_pos, target_vel, pos_indices, vel_indices,
+                                target_pos_indices, target_vel_indices)
     lim = integral_max[i]
     acc = wp.clamp(integral[i] + e * dt, -lim, lim)
     integral_next[i] = acc
-    f = kp[i] * e + ki[i] * acc + kd[i] * de
-    if const_effort:
-        f = f + const_effort[i]
-    if feedforward:
-        f = f + feedforward[tv]
-    forces[i] = f
+    forces[i] = add_offsets(kp[i] * e + ki[i] * acc + kd[i] * de, i, tv, const_effort, feedforward)
 
 
 # ---------------------------------------------------------------------------- clampings
