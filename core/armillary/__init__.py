@@ -16,6 +16,11 @@ from ._version import __version__
 from .flags import ModelFlags, StateFlags
 from .hookspecs import hookimpl
 from .sim.enums import Axis, BodyFlags, GeoType, JointTargetMode, JointType, ParticleFlags, ShapeFlags
+from .sim.exceptions import ArmillaryDeprecationWarning, ArmillaryWarning, NewtonDeprecationWarning, NewtonWarning
+
+MAXVAL = 1.0e10
+"""Sentinel magnitude for unbounded values (e.g. unused slots of the ``geometry.collide_*`` results);
+the same value as ``armillary.geometry.MAXVAL``."""
 
 # public names defined in submodules, imported on first access
 _LAZY = {name: "armillary.sim" for name in ("ModelBuilder", "Model", "State", "Control", "Contacts", "Mesh",
@@ -29,12 +34,17 @@ _SUBMODULES = {"actuators", "catalog", "cli", "demos", "docsgen", "hookspecs", "
                "selection", "sim", "testing", "usd"}
 
 __all__ = [
+    "MAXVAL",
+    "ArmillaryDeprecationWarning",
+    "ArmillaryWarning",
     "Axis",
     "BodyFlags",
     "GeoType",
     "JointTargetMode",
     "JointType",
     "ModelFlags",
+    "NewtonDeprecationWarning",
+    "NewtonWarning",
     "ParticleFlags",
     "ShapeFlags",
     "StateFlags",

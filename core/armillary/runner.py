@@ -187,14 +187,19 @@ def _choose_solver(options: RunOptions, registry, model):
 def _energy(model, state) -> float:
     """Kinetic + gravitational potential energy of all bodies and particles [J] (host-side)."""
     e = 0.0
-    g = model.gravity.numpy()  # (world_count, 3)
+    g = model.gravity.numpy().reshape(-1, 3)  # one row per world, the last one for world -1
+
+    def rows(world):
+        """Gravity row of each entity's world (see armillary.sim.gravity)."""
+        w = np.asarray(world, dtype=np.int64)
+        return np.where((w < 0) | (w >= len(g)), len(g) - 1, w)
     if model.body_count:
         m = model.body_mass.numpy()
         inertia = model.body_inertia.numpy()
         q = state.body_q.numpy()
         qd = state.body_qd.numpy()
         com = model.body_com.numpy()
-        world = np.clip(model.body_world.numpy(), 0, None)
+        world = rows(model.body_world.numpy())
         rot = quat_to_matrix(q[:, 3:7])
         x_com = q[:, :3] + np.einsum("nij,nj->ni", rot, com)
         v, w = qd[:, :3], qd[:, 3:6]
@@ -206,7 +211,7 @@ def _energy(model, state) -> float:
         m = model.particle_mass.numpy()
         x = state.particle_q.numpy()
         v = state.particle_qd.numpy()
-        world = np.clip(model.particle_world.numpy(), 0, None)
+        world = rows(model.particle_world.numpy())
         e += 0.5 * float(np.sum(m * np.sum(v * v, axis=1)))
         e -= float(np.sum(m * np.einsum("ni,ni->n", g[world], x)))
     return e

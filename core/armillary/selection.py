@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import warnings
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ import warp as wp
 
 from .sim.custom_attributes import AttributeFrequency
 from .sim.enums import JointType
+from .sim.exceptions import warn_deprecated
 
 __all__ = ["ArticulationView"]
 
@@ -293,9 +293,7 @@ class ArticulationView:
         allow_partial_layouts: bool | None = None,
     ):
         if allow_partial_layouts is not None:
-            warnings.warn(
-                "`allow_partial_layouts` is deprecated. Use `homogeneous` instead.", DeprecationWarning, stacklevel=2
-            )
+            warn_deprecated("`allow_partial_layouts` is deprecated. Use `homogeneous` instead.")
             if not allow_partial_layouts and not homogeneous:
                 raise ValueError("`homogeneous=False` implies `allow_partial_layouts=True`.")
             homogeneous = not allow_partial_layouts

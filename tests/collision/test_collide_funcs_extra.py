@@ -111,17 +111,19 @@ def test_collide_plane_cylinder_standing():
 
 def test_collide_plane_cylinder_lying_and_tilted():
     d, pos, n = _plane_cyl((0.0, 0.0, 0.9), (1.0, 0.0, 0.0))
-    # both caps touch with their lowest rim point
+    # rolling (the reference engine's layout): both ends of the lowest side line touch (slots 0
+    # and 1), slot 2 is the near cap's rim point 90 degrees from the deepest one
     assert np.isclose(d.min(), -0.1, atol=1e-5)
     low = sorted(pos[d < 0][:, 0])
     np.testing.assert_allclose([low[0], low[-1]], [-1.0, 1.0], atol=1e-5)
-    np.testing.assert_allclose(d[3], -0.1, atol=1e-5)
+    np.testing.assert_allclose(d[:3], [-0.1, -0.1, 0.9], atol=1e-5)
+    assert d[3] == MAXVAL
     s = np.sqrt(0.5)
     d, pos, n = _plane_cyl((0.0, 0.0, 0.9), (s, 0.0, s))
     # deepest point: lower cap rim, z = 0.9 - s - s
     np.testing.assert_allclose(d[0], 0.9 - 2 * s, atol=1e-5)
     np.testing.assert_allclose(pos[0], [0.0, 0.0, 0.5 * (0.9 - 2 * s)], atol=1e-5)
-    np.testing.assert_allclose(d[3], 0.9, atol=1e-5)  # upper cap's lowest rim point
+    np.testing.assert_allclose(d[1], 0.9, atol=1e-5)  # upper cap's lowest rim point
     assert np.all(d >= d[0] - 1e-6)
 
 

@@ -145,7 +145,7 @@ def test_replicate_and_add_world_offsets(spec, wspec):
     pairs = {(a - g, b - g) for a, b in m.shape_collision_filter_pairs}
     expect = {(a + k * ns, b + k * ns) for k in range(count) for a, b in r.shape_collision_filter_pairs}
     assert pairs == expect
-    assert m.gravity.shape == (count,)
+    assert m.gravity.shape == (count + 1,)  # one row per world and the global world's last
     if use_add_world:
         assert m.body_label[0].startswith("env/")
 
@@ -217,7 +217,7 @@ def test_begin_world_gravity_and_global_entities():
     b.begin_world()
     b.end_world()
     m = b.finalize(device="cpu")
-    assert np.allclose(m.gravity.numpy(), [[0, 0, -1], [0, 0, -9.81]])
+    assert np.allclose(m.gravity.numpy(), [[0, 0, -1], [0, 0, -9.81], [0, 0, -9.81]])  # last row: world -1
     assert m.shape_world.numpy().tolist() == [-1, 0]
     m.set_gravity((0.0, 0.0, -2.0), world=1)
     assert np.allclose(m.gravity.numpy()[1], [0, 0, -2])

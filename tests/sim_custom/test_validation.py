@@ -162,18 +162,22 @@ def test_defaults_derived_from_dtype():
     assert CA(name="a", frequency="x", dtype=wp.float32).values == []
 
 
-def test_mismatched_custom_frequency_counts_warn_and_fill_defaults():
+def test_mismatched_custom_frequency_counts():
+    """Attributes of one frequency with different counts are an error (issue 20); an attribute
+    short of the frequency's row count with no sibling to disagree is still padded with a warning."""
     b = ModelBuilder()
     b.add_custom_frequency(CF(name="it"))
     b.add_custom_attribute(CA(name="a", frequency="it", dtype=wp.float32, default=7.0))
     b.add_custom_values(a=1.0)
     b.add_custom_values(a=2.0)
     b.custom_attributes["a"].values.pop()  # simulate a synchronization bug
-    b.add_custom_attribute(CA(name="c", frequency="it", dtype=wp.float32))
-    assert len(b.custom_attributes["c"].values) == 2  # late declarations are padded to the row count
     with pytest.warns(UserWarning, match="'a' has 1 values but frequency 'it' expects 2"):
         m = b.finalize(device="cpu")
     np.testing.assert_allclose(m.a.numpy(), [1.0, 7.0])
+    b.add_custom_attribute(CA(name="c", frequency="it", dtype=wp.float32))
+    assert len(b.custom_attributes["c"].values) == 2  # late declarations are padded to the row count
+    with pytest.raises(ValueError, match="'a' has 1 values but 'c' has 2"):
+        b.finalize(device="cpu")
 
 
 def test_name_clash_with_builtin_model_attribute():

@@ -6,7 +6,9 @@
   :class:`FakeWrongFreeFall` are broken in one way each;
 * :class:`FakePendulum` integrates a single revolute pendulum accurately
   (RK4 on the joint angle) and declares REVOLUTE, so the kit's pendulum
-  check runs.
+  check runs;
+* :class:`FakeStaleBodyQdd` declares the ``body_qdd`` observable but never
+  writes it; :class:`FakeLegacyStep` has a ``step`` without ``observables=``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers.observables import begin_step
 
 
 def quat_rotate(q, v):
@@ -53,8 +56,15 @@ class FakeEuler(SolverBase):
         deterministic=True,
     )
     gravity_scale = 1.0
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd"})
 
-    def step(self, state_in, state_out, control, contacts, dt):
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        observed = begin_step(self, observables, state_in, state_out, contacts)
+        self._integrate(state_in, state_out, dt)
+        if observed is not None:
+            observed.finish(state_out, dt)
+
+    def _integrate(self, state_in, state_out, dt):
         m = self.model
         gravity = m.gravity.numpy().astype(np.float64).reshape(-1, 3) * self.gravity_scale
         if m.body_count:
@@ -93,8 +103,8 @@ class FakeEuler(SolverBase):
 class FakeMutatesStateIn(FakeEuler):
     """Broken: also writes its result into ``state_in``."""
 
-    def step(self, state_in, state_out, control, contacts, dt):
-        super().step(state_in, state_out, control, contacts, dt)
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        super().step(state_in, state_out, control, contacts, dt, observables=observables)
         if self.model.body_count:
             state_in.body_q.assign(state_out.body_q.numpy())
 
@@ -166,7 +176,8 @@ class FakePendulum(SolverBase):
         torque = self.axis @ np.cross(r, self.mass * self.g)
         return torque / i_pivot
 
-    def step(self, state_in, state_out, control, contacts, dt):
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        self.validate_observables(observables, contacts)
         if not self.active:
             return
         th = float(state_in.joint_q.numpy()[0])
@@ -185,3 +196,20 @@ class FakePendulum(SolverBase):
         state_out.joint_qd.assign(np.array([om], np.float32))
         state_out.body_q.assign(np.concatenate([bp, bq])[None].astype(np.float32))
         state_out.body_qd.assign(np.concatenate([v, w])[None].astype(np.float32))
+
+
+class FakeStaleBodyQdd(FakeEuler):
+    """Broken: declares the ``body_qdd`` observable but does not write it."""
+
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        self.validate_observables(observables, contacts)
+        self._integrate(state_in, state_out, dt)
+
+
+class FakeLegacyStep(FakeEuler):
+    """Broken: ``step`` predates the ``observables=`` keyword."""
+
+    SUPPORTED_OBSERVABLES = frozenset()
+
+    def step(self, state_in, state_out, control, contacts, dt):
+        self._integrate(state_in, state_out, dt)

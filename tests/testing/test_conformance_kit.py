@@ -68,6 +68,9 @@ def test_correct_fake_solver_passes(pytester):
         "test_body_force_balances_gravity",
         "test_multiple_worlds_are_independent",
         "test_determinism",
+        "test_observables_contract",
+        "test_observables_are_filled",
+        "test_observable_body_qdd_of_a_falling_body",
     ):
         assert out.get(name) == "passed", (name, out.get(name), out.get(name + ":message"))
     # undeclared features are skipped, the reason naming the feature
@@ -77,6 +80,23 @@ def test_correct_fake_solver_passes(pytester):
     assert "friction" in out["test_friction:message"] or "rigid_contacts" in out["test_friction:message"]
     assert out["test_pendulum_energy"] == "skipped" and "REVOLUTE" in out["test_pendulum_energy:message"]
     assert out["test_step_does_not_synchronise_with_the_host"] == "skipped"
+
+
+def test_kit_catches_a_declared_observable_left_unwritten(pytester):
+    out = run_suite(pytester, "FakeStaleBodyQdd")
+    assert out["test_observables_contract"] == "passed", out.get("test_observables_contract:message")
+    assert out["test_observables_are_filled"] == "failed"
+    assert "'body_qdd' was not (fully) written" in out["test_observables_are_filled:message"]
+    assert out["test_observable_body_qdd_of_a_falling_body"] == "failed"
+    assert out["test_free_fall"] == "passed"
+
+
+def test_kit_requires_the_observables_keyword_of_step(pytester):
+    out = run_suite(pytester, "FakeLegacyStep")
+    assert out["test_observables_contract"] == "failed"
+    assert "observables=None as a keyword-only parameter" in out["test_observables_contract:message"]
+    assert out["test_observable_body_qdd_of_a_falling_body"] == "skipped"
+    assert out["test_free_fall"] == "passed"
 
 
 def test_kit_catches_a_solver_that_reads_arrays_back(pytester):

@@ -3,7 +3,8 @@
 Public building blocks: :class:`BroadPhaseAllPairs`, :class:`BroadPhaseSAP`,
 :class:`BroadPhaseExplicit`, :class:`NarrowPhase` (with :class:`ContactData` for custom
 contact writers) and the ``collide_*`` Warp device functions for single primitive pairs
-(call them from your own kernels).
+(call them from your own kernels), with the reference engine's signatures and return
+conventions (see docs/collision.md).
 """
 
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP

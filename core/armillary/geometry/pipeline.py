@@ -246,10 +246,20 @@ class CollisionPipeline:
         self.requires_grad = bool(model.requires_grad if requires_grad is None else requires_grad)
 
         # ---- speculative contacts
+        # ``speculative_config=SpeculativeContactConfig(max_speculative_extension=e)`` (the Collisions
+        # page) and the flat ``speculative_contact_gap_max=e`` (the reference engine 1.8) spell the
+        # same setting: either enables it, both are accepted when they agree
         if speculative_config is not None:
-            if speculative_contact_gap_max is not None:
-                raise ValueError("CollisionPipeline: pass speculative_config or speculative_contact_gap_max, not both")
-            speculative_contact_gap_max = speculative_config.max_speculative_extension
+            ext = getattr(speculative_config, "max_speculative_extension", None)
+            if ext is None:
+                raise TypeError("CollisionPipeline: speculative_config must be a CollisionPipeline."
+                                f"SpeculativeContactConfig, got {type(speculative_config).__name__}")  # fmt: skip
+            if speculative_contact_gap_max is not None and float(speculative_contact_gap_max) != float(ext):
+                raise ValueError(
+                    f"CollisionPipeline: speculative_contact_gap_max={speculative_contact_gap_max!r} disagrees with "
+                    f"speculative_config.max_speculative_extension={ext!r}; both spell the same setting, pass one"
+                )
+            speculative_contact_gap_max = ext
         if speculative_contact_gap_max is not None:
             e = float(speculative_contact_gap_max)
             if not math.isfinite(e) or e < 0.0:

@@ -7,10 +7,14 @@ and capsule contacts are stored at the sphere center / capsule axis with the
 radius as effective radius; boxes and planes store surface points with radius 0).
 The surface separation of a contact is ``dot(n, pb - pa) - ra - rb``.
 
-The ``collide_*`` functions exported here return the signed surface distance, the
-world contact position (midpoint of the two surface points) and the normal, for
-per-pair queries inside user kernels; multi-contact variants return fixed-size
-vectors with unused slots set to :data:`MAXVAL`.
+The public ``collide_*`` functions (exported by :mod:`armillary.geometry`, for per-pair
+queries inside user kernels) take the reference engine's signatures: positions, ``wp.mat33``
+rotations (columns = local axes), half sizes and unit axes with half lengths. They return the
+signed surface distance, the world contact position (midpoint of the two surface points) and
+the normal (first shape -> second); multi-contact variants return fixed-size vectors and
+matrices with unused slots set to :data:`MAXVAL` (distances) and zeros. The ``*_xf`` variants
+take ``wp.transform`` poses (capsules along local z). The narrow phase calls neither: it uses
+the helpers (``point_box``, ``capsule_box_param``, ``box_box_sat``, ...) directly.
 """
 
 from __future__ import annotations
@@ -626,9 +630,12 @@ def reduce_manifold4(poly: mat83, n: int, href: float, limit: float):
     return sel, cnt
 
 
-# --------------------------------------------------------------------------- public single-pair queries
+# --------------------------------------------------------------------------- transform-based pair queries
+# Single-pair routines on ``wp.transform`` poses (capsules along their local z, boxes by half
+# extents). The narrow phase uses the helpers above directly; the public ``collide_*``
+# functions with the reference engine's signatures are further below.
 @wp.func
-def collide_sphere_sphere(c0: wp.vec3, r0: float, c1: wp.vec3, r1: float):
+def collide_sphere_sphere_xf(c0: wp.vec3, r0: float, c1: wp.vec3, r1: float):
     """Signed distance, contact position (midpoint of surface points) and normal (0 -> 1)."""
     n = safe_normalize(c1 - c0, wp.vec3(0.0, 0.0, 1.0))
     d = wp.dot(n, c1 - c0) - r0 - r1
@@ -637,21 +644,21 @@ def collide_sphere_sphere(c0: wp.vec3, r0: float, c1: wp.vec3, r1: float):
 
 
 @wp.func
-def collide_plane_sphere(plane_n: wp.vec3, plane_p: wp.vec3, c: wp.vec3, r: float):
+def collide_plane_sphere_xf(plane_n: wp.vec3, plane_p: wp.vec3, c: wp.vec3, r: float):
     d = wp.dot(c - plane_p, plane_n) - r
     pos = c - (r + 0.5 * d) * plane_n
     return d, pos, plane_n
 
 
 @wp.func
-def collide_sphere_capsule(c: wp.vec3, r: float, X: wp.transform, cr: float, hh: float):
+def collide_sphere_capsule_xf(c: wp.vec3, r: float, X: wp.transform, cr: float, hh: float):
     a, b = capsule_ends(X, hh)
     t = closest_point_segment(c, a, b)
-    return collide_sphere_sphere(c, r, a + t * (b - a), cr)
+    return collide_sphere_sphere_xf(c, r, a + t * (b - a), cr)
 
 
 @wp.func
-def collide_sphere_box(c: wp.vec3, r: float, X: wp.transform, h: wp.vec3):
+def collide_sphere_box_xf(c: wp.vec3, r: float, X: wp.transform, h: wp.vec3):
     sp, n, s = point_box(c, X, h)
     d = s - r
     pos = 0.5 * ((c + r * n) + sp)
@@ -659,11 +666,11 @@ def collide_sphere_box(c: wp.vec3, r: float, X: wp.transform, h: wp.vec3):
 
 
 @wp.func
-def collide_capsule_capsule(XA: wp.transform, ra: float, hha: float, XB: wp.transform, rb: float, hhb: float):
+def collide_capsule_capsule_xf(XA: wp.transform, ra: float, hha: float, XB: wp.transform, rb: float, hhb: float):
     a0, a1 = capsule_ends(XA, hha)
     b0, b1 = capsule_ends(XB, hhb)
     s, t = closest_segment_segment(a0, a1, b0, b1)
-    return collide_sphere_sphere(a0 + s * (a1 - a0), ra, b0 + t * (b1 - b0), rb)
+    return collide_sphere_sphere_xf(a0 + s * (a1 - a0), ra, b0 + t * (b1 - b0), rb)
 
 
 @wp.func
@@ -706,19 +713,19 @@ def capsule_box_param(a: wp.vec3, b: wp.vec3, X: wp.transform, h: wp.vec3):
 
 
 @wp.func
-def collide_capsule_box(X: wp.transform, r: float, hh: float, XB: wp.transform, h: wp.vec3):
+def collide_capsule_box_xf(X: wp.transform, r: float, hh: float, XB: wp.transform, h: wp.vec3):
     """Deepest contact of a capsule against a box: (signed distance, position, normal capsule -> box)."""
     a, b = capsule_ends(X, hh)
     t = capsule_box_param(a, b, XB, h)
-    return collide_sphere_box(a + t * (b - a), r, XB, h)
+    return collide_sphere_box_xf(a + t * (b - a), r, XB, h)
 
 
 @wp.func
-def collide_plane_capsule(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, r: float, hh: float):
+def collide_plane_capsule_xf(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, r: float, hh: float):
     """Both end-sphere contacts: (distances vec2, positions mat23, normal)."""
     a, b = capsule_ends(X, hh)
-    d0, p0, n = collide_plane_sphere(plane_n, plane_p, a, r)
-    d1, p1, n1 = collide_plane_sphere(plane_n, plane_p, b, r)
+    d0, p0, n = collide_plane_sphere_xf(plane_n, plane_p, a, r)
+    d1, p1, n1 = collide_plane_sphere_xf(plane_n, plane_p, b, r)
     pos = mat23()
     pos[0] = p0
     pos[1] = p1
@@ -726,7 +733,7 @@ def collide_plane_capsule(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, r
 
 
 @wp.func
-def collide_plane_box(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, h: wp.vec3, gap: float):
+def collide_plane_box_xf(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, h: wp.vec3, gap: float):
     """Up to 4 deepest vertex contacts within ``gap`` (unused slots: distance MAXVAL)."""
     dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
     pos = mat43()
@@ -747,7 +754,7 @@ def collide_plane_box(plane_n: wp.vec3, plane_p: wp.vec3, X: wp.transform, h: wp
 
 
 @wp.func
-def collide_box_box(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3, gap: float):
+def collide_box_box_xf(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3, gap: float):
     """Box-box manifold: up to 4 contacts (distances vec4 with MAXVAL padding, positions, normal A -> B)."""
     dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
     pos = mat43()
@@ -840,45 +847,65 @@ def collide_sphere_cylinder(sphere_pos: wp.vec3, sphere_radius: float, cylinder_
 @wp.func
 def collide_plane_cylinder(plane_normal: wp.vec3, plane_pos: wp.vec3, cylinder_pos: wp.vec3, cylinder_axis: wp.vec3,
                            cylinder_radius: float, cylinder_half_height: float):  # fmt: skip
-    """Plane against a cylinder: up to 4 rim contacts (distances vec4, positions mat43, plane normal).
+    """Plane against a cylinder (unit ``cylinder_axis``): up to 4 contacts (distances vec4 padded with
+    MAXVAL, positions mat43 padded with zeros, the plane normal).
 
-    Slot 0 is the deepest rim point of the cap nearer the plane, slots 1 and 2 the rim points of
-    that cap at +-120 degrees from it (a stable support triangle when the cylinder stands on its
-    cap), slot 3 the deepest rim point of the other cap (MAXVAL when the axis is normal to the
-    plane, where that cap lies entirely above the near one).
+    Slot 0 is the deepest rim point of the cap nearer the plane. Near upright (axis within 22.5
+    degrees of the normal) a fixed-orientation tripod on that cap follows: rim points at 0, 120 and
+    240 degrees from world x projected on the cap plane (world y when the axis is within ~25.8
+    degrees of x), skipping one that lies within ``0.01 max(radius, half_height)`` of slot 0.
+    Otherwise (rolling) the far end of the lowest side line and the near-cap rim point 90 degrees
+    from the deepest one follow. Each distance is the point's height above the plane and each
+    position the point moved half that distance toward the plane (the reference engine 1.8's rule).
     """
     n = plane_normal
-    a = safe_normalize(cylinder_axis, wp.vec3(0.0, 0.0, 1.0))
+    a = cylinder_axis
+    R = cylinder_radius
+    hh = cylinder_half_height
     dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
     pos = mat43()
     an = wp.dot(a, n)
-    # cap nearer the plane: its center is lower along n
-    sa = float(1.0)
-    if an > 0.0:
-        sa = -1.0
-    cap = cylinder_pos + sa * cylinder_half_height * a
-    other = cylinder_pos - sa * cylinder_half_height * a
-    # deepest rim direction: -n projected onto the cap plane
-    u = -n + an * a
+    up = a  # from the cap nearer the plane toward the other one
+    if an < 0.0:
+        up = -a
+    near = cylinder_pos - hh * up
+    far = cylinder_pos + hh * up
+    ref = wp.vec3(1.0, 0.0, 0.0)
+    if wp.abs(a[0]) > 0.9:
+        ref = wp.vec3(0.0, 1.0, 0.0)
+    e0 = wp.normalize(ref - wp.dot(ref, up) * up)
+    u = -n + wp.dot(n, up) * up  # -n in the cap plane: toward the deepest rim point
     ul = wp.length(u)
-    parallel = ul < 1.0e-3
-    if parallel:
-        u = any_perpendicular(a)
-    else:
+    if ul > 1.0e-5:
         u = u / ul
-    v = wp.cross(a, u)
-    R = cylinder_radius
-    for k in range(3):
-        ang = float(k) * 2.0943951023931953
-        p = cap + R * (wp.cos(ang) * u + wp.sin(ang) * v)
-        d = wp.dot(p - plane_pos, n)
-        dist[k] = d
-        pos[k] = p - 0.5 * d * n
-    if not parallel:
-        p = other + R * u
-        d = wp.dot(p - plane_pos, n)
-        dist[3] = d
-        pos[3] = p - 0.5 * d * n
+    else:
+        u = e0
+    deep = near + R * u
+    d = wp.dot(deep - plane_pos, n)
+    dist[0] = d
+    pos[0] = deep - 0.5 * d * n
+    cnt = int(1)
+    tol = 0.01 * wp.max(R, hh)
+    if wp.abs(an) >= 0.9238795325112867:  # cos(22.5 deg): stands on its cap
+        w = wp.cross(e0, up)
+        for k in range(3):
+            ang = float(k) * 2.0943951023931953
+            p = near + R * (wp.cos(ang) * e0 + wp.sin(ang) * w)
+            if wp.length(p - deep) >= tol:
+                d = wp.dot(p - plane_pos, n)
+                dist[cnt] = d
+                pos[cnt] = p - 0.5 * d * n
+                cnt += 1
+    else:
+        for k in range(2):
+            p = far + R * u
+            if k == 1:
+                p = near + R * wp.cross(u, up)
+            if wp.length(p - deep) >= tol:
+                d = wp.dot(p - plane_pos, n)
+                dist[cnt] = d
+                pos[cnt] = p - 0.5 * d * n
+                cnt += 1
     return dist, pos, n
 
 
@@ -895,3 +922,315 @@ def collide_plane_ellipsoid(plane_normal: wp.vec3, plane_pos: wp.vec3, ellipsoid
     d = wp.dot(sp - plane_pos, n)
     pos = sp - 0.5 * d * n
     return d, pos, n
+
+
+# --------------------------------------------------------------------------- public single-pair queries
+# The reference engine's signatures and return conventions: positions, ``wp.mat33`` rotations whose
+# columns are the shape's local axes (world = rot * local), box half extents, capsule/cylinder unit
+# axes with half lengths. ``dist`` is the signed surface distance (negative when overlapping), the
+# normal points from the first shape toward the second and ``pos`` is the midpoint of the two
+# surface points. Multi-contact results pad unused slots with MAXVAL distances and zero rows.
+# (collide_sphere_cylinder, collide_plane_cylinder and collide_plane_ellipsoid are above.)
+vec8f = wp.types.vector(length=8, dtype=wp.float32)
+
+
+@wp.func
+def collide_sphere_sphere(pos1: wp.vec3, radius1: float, pos2: wp.vec3, radius2: float):
+    """Sphere against sphere: (distance, position, normal 1 -> 2; +x for coincident centers)."""
+    diff = pos2 - pos1
+    dl = wp.length(diff)
+    n = wp.vec3(1.0, 0.0, 0.0)
+    if dl > 0.0:
+        n = diff / dl
+    d = dl - (radius1 + radius2)
+    return d, pos1 + (radius1 + 0.5 * d) * n, n
+
+
+@wp.func
+def collide_plane_sphere(plane_normal: wp.vec3, plane_pos: wp.vec3, sphere_pos: wp.vec3, sphere_radius: float):
+    """Plane against sphere: (distance, position). The normal is ``plane_normal``."""
+    d = wp.dot(sphere_pos - plane_pos, plane_normal) - sphere_radius
+    return d, sphere_pos - (sphere_radius + 0.5 * d) * plane_normal
+
+
+@wp.func
+def collide_sphere_capsule(sphere_pos: wp.vec3, sphere_radius: float, capsule_pos: wp.vec3, capsule_axis: wp.vec3,
+                           capsule_radius: float, capsule_half_length: float):  # fmt: skip
+    """Sphere against capsule (segment ``capsule_pos +- capsule_half_length capsule_axis``):
+    (distance, position, normal sphere -> capsule)."""
+    seg = capsule_half_length * capsule_axis
+    a = capsule_pos - seg
+    b = capsule_pos + seg
+    t = closest_point_segment(sphere_pos, a, b)
+    return collide_sphere_sphere(sphere_pos, sphere_radius, a + t * (b - a), capsule_radius)
+
+
+@wp.func
+def point_box_r(c: wp.vec3, box_pos: wp.vec3, box_rot: wp.mat33, h: wp.vec3):
+    """:func:`point_box` for a box given by its center and rotation matrix.
+
+    Returns (closest surface point, unit normal from ``c`` toward the box, signed distance); for
+    ``c`` inside, the normal points away from the nearest face (the face on the negative side
+    when ``c`` is centered) and the distance is minus the depth.
+    """
+    pl = wp.transpose(box_rot) * (c - box_pos)
+    cl = wp.vec3(wp.clamp(pl[0], -h[0], h[0]), wp.clamp(pl[1], -h[1], h[1]), wp.clamp(pl[2], -h[2], h[2]))
+    diff = cl - pl
+    dl = wp.length(diff)
+    if dl > 1.0e-9:
+        return box_pos + box_rot * cl, box_rot * (diff / dl), dl
+    best = int(0)
+    bd = h[0] - wp.abs(pl[0])
+    for i in range(1, 3):
+        di = h[i] - wp.abs(pl[i])
+        if di < bd:
+            bd = di
+            best = i
+    sp = pl
+    o = wp.vec3(0.0)
+    if pl[best] > 0.0:
+        sp[best] = h[best]
+        o[best] = 1.0
+    else:
+        sp[best] = -h[best]
+        o[best] = -1.0
+    return box_pos + box_rot * sp, -(box_rot * o), -bd
+
+
+@wp.func
+def collide_sphere_box(sphere_pos: wp.vec3, sphere_radius: float, box_pos: wp.vec3, box_rot: wp.mat33,
+                       box_size: wp.vec3):  # fmt: skip
+    """Sphere against box (half extents ``box_size``): (distance, position, normal sphere -> box)."""
+    sp, n, s = point_box_r(sphere_pos, box_pos, box_rot, box_size)
+    d = s - sphere_radius
+    return d, sphere_pos + (sphere_radius + 0.5 * d) * n, n
+
+
+@wp.func
+def collide_capsule_capsule(cap1_pos: wp.vec3, cap1_axis: wp.vec3, cap1_radius: float, cap1_half_length: float,
+                            cap2_pos: wp.vec3, cap2_axis: wp.vec3, cap2_radius: float,
+                            cap2_half_length: float):  # fmt: skip
+    """Capsule against capsule: (distances vec2, positions mat23, normal 1 -> 2).
+
+    One contact at the closest points of the two segments; parallel axes give two, one per end
+    of capsule 1 against its closest point of capsule 2 (the normal is the first one's). The
+    second slot is MAXVAL when unused.
+    """
+    dist = vec2f(MAXVAL, MAXVAL)
+    pos = mat23()
+    A = cap1_half_length * cap1_axis
+    B = cap2_half_length * cap2_axis
+    a0 = cap1_pos - A
+    a1 = cap1_pos + A
+    b0 = cap2_pos - B
+    b1 = cap2_pos + B
+    c = wp.cross(cap1_axis, cap2_axis)
+    if wp.dot(c, c) <= 1.0e-7 * wp.dot(cap1_axis, cap1_axis) * wp.dot(cap2_axis, cap2_axis):
+        t = closest_point_segment(a1, b0, b1)
+        d0, p0, n = collide_sphere_sphere(a1, cap1_radius, b0 + t * (b1 - b0), cap2_radius)
+        t = closest_point_segment(a0, b0, b1)
+        d1, p1, n1 = collide_sphere_sphere(a0, cap1_radius, b0 + t * (b1 - b0), cap2_radius)
+        dist[0] = d0
+        dist[1] = d1
+        pos[0] = p0
+        pos[1] = p1
+        return dist, pos, n
+    s, t = closest_segment_segment(a0, a1, b0, b1)
+    d0, p0, n = collide_sphere_sphere(a0 + s * (a1 - a0), cap1_radius, b0 + t * (b1 - b0), cap2_radius)
+    dist[0] = d0
+    pos[0] = p0
+    return dist, pos, n
+
+
+@wp.func
+def collide_capsule_box(capsule_pos: wp.vec3, capsule_axis: wp.vec3, capsule_radius: float,
+                        capsule_half_length: float, box_pos: wp.vec3, box_rot: wp.mat33,
+                        box_size: wp.vec3):  # fmt: skip
+    """Capsule against box: (distances vec2, positions mat23, normals mat23, capsule -> box).
+
+    Slot 0: the deepest point of the capsule segment against the box. Slot 1, only when that
+    point is outside the box: the other end of the segment, moved back along the segment until
+    it lies over the box face that slot 0 touches (the face most opposed to its normal),
+    against that face's plane; absent when no part of the segment lies over the face.
+    """
+    dist = vec2f(MAXVAL, MAXVAL)
+    pos = mat23()
+    nrm = mat23()
+    h = box_size
+    seg = capsule_half_length * capsule_axis
+    a = capsule_pos - seg
+    b = capsule_pos + seg
+    XB = wp.transform(box_pos, wp.quat_from_matrix(box_rot))
+    t = capsule_box_param(a, b, XB, h)
+    p = a + t * (b - a)
+    sp, n0, s0 = point_box_r(p, box_pos, box_rot, h)
+    d0 = s0 - capsule_radius
+    dist[0] = d0
+    pos[0] = p + (capsule_radius + 0.5 * d0) * n0
+    nrm[0] = n0
+    if s0 <= 0.0:  # the segment reaches into the box: one contact
+        return dist, pos, nrm
+    # the face slot 0 touches, and the far end of the segment clipped to that face's rectangle
+    Rt = wp.transpose(box_rot)
+    nl = Rt * n0
+    k = int(0)
+    for i in range(1, 3):
+        if wp.abs(nl[i]) > wp.abs(nl[k]):
+            k = i
+    sgn = float(1.0)  # outward normal of the face: sgn * local axis k
+    if nl[k] > 0.0:
+        sgn = -1.0
+    e = b
+    if t >= 0.5:
+        e = a
+    el = Rt * (e - box_pos)
+    pl = Rt * (p - box_pos)
+    lo = float(0.0)  # q(u) = e + u (p - e): smallest u in [0, 1] over the face
+    hi = float(1.0)
+    for i in range(3):
+        if i != k:
+            di = pl[i] - el[i]
+            if wp.abs(di) > 1.0e-12:
+                u1 = (-h[i] - el[i]) / di
+                u2 = (h[i] - el[i]) / di
+                lo = wp.max(lo, wp.min(u1, u2))
+                hi = wp.min(hi, wp.max(u1, u2))
+            elif wp.abs(el[i]) > h[i]:
+                lo = 2.0
+    if lo <= hi and lo < 1.0 - 1.0e-6:
+        ql = el + lo * (pl - el)
+        d1 = sgn * ql[k] - h[k] - capsule_radius
+        o = wp.vec3(0.0)
+        o[k] = sgn
+        n1 = -(box_rot * o)
+        q = box_pos + box_rot * ql
+        dist[1] = d1
+        pos[1] = q + (capsule_radius + 0.5 * d1) * n1
+        nrm[1] = n1
+    return dist, pos, nrm
+
+
+@wp.func
+def collide_plane_capsule(plane_normal: wp.vec3, plane_pos: wp.vec3, capsule_pos: wp.vec3, capsule_axis: wp.vec3,
+                          capsule_radius: float, capsule_half_length: float):  # fmt: skip
+    """Plane against capsule: both end spheres (distances vec2, positions mat23, contact frame mat33).
+
+    Slot 0 is the ``+capsule_axis`` end, slot 1 the other. The frame's rows are the plane normal,
+    the capsule axis projected on the plane (world y, or z when the normal's y exceeds 0.5 in
+    magnitude, when that projection is shorter than 0.5) and their cross product.
+    """
+    n = plane_normal
+    seg = capsule_half_length * capsule_axis
+    d0, p0 = collide_plane_sphere(n, plane_pos, capsule_pos + seg, capsule_radius)
+    d1, p1 = collide_plane_sphere(n, plane_pos, capsule_pos - seg, capsule_radius)
+    pos = mat23()
+    pos[0] = p0
+    pos[1] = p1
+    b = capsule_axis - wp.dot(n, capsule_axis) * n
+    bl = wp.length(b)
+    if bl < 0.5:
+        if n[1] > -0.5 and n[1] < 0.5:
+            b = wp.vec3(0.0, 1.0, 0.0)
+        else:
+            b = wp.vec3(0.0, 0.0, 1.0)
+    else:
+        b = b / bl
+    c = wp.cross(n, b)
+    frame = wp.mat33(n[0], n[1], n[2], b[0], b[1], b[2], c[0], c[1], c[2])
+    return vec2f(d0, d1), pos, frame
+
+
+@wp.func
+def collide_plane_box(plane_normal: wp.vec3, plane_pos: wp.vec3, box_pos: wp.vec3, box_rot: wp.mat33,
+                      box_size: wp.vec3, margin: float = 0.0):  # fmt: skip
+    """Plane against box: (distances vec4, positions mat43, plane normal).
+
+    The 4 deepest corners among those within ``margin`` of the plane. Corners are visited in
+    order (local x varying fastest, negative side first) filling the 4 slots; once full, a deeper
+    corner replaces the shallowest kept one in its slot (the reference engine 1.8's slot order).
+    """
+    dist = vec4f(MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+    pos = mat43()
+    cnt = int(0)
+    for i in range(8):
+        corner = box_size
+        if (i & 1) == 0:
+            corner[0] = -corner[0]
+        if (i & 2) == 0:
+            corner[1] = -corner[1]
+        if (i & 4) == 0:
+            corner[2] = -corner[2]
+        v = box_pos + box_rot * corner
+        d = wp.dot(v - plane_pos, plane_normal)
+        if d <= margin:
+            slot = cnt
+            if cnt == 4:  # full: replace the shallowest kept corner when this one is deeper
+                slot = int(0)
+                for j in range(1, 4):
+                    if dist[j] > dist[slot]:
+                        slot = j
+                if d >= dist[slot]:
+                    slot = -1
+            else:
+                cnt += 1
+            if slot >= 0:
+                dist[slot] = d
+                pos[slot] = v - 0.5 * d * plane_normal
+    return dist, pos, plane_normal
+
+
+@wp.func
+def collide_box_box(box1_pos: wp.vec3, box1_rot: wp.mat33, box1_size: wp.vec3, box2_pos: wp.vec3,
+                    box2_rot: wp.mat33, box2_size: wp.vec3, margin: float = 0.0):  # fmt: skip
+    """Box against box: up to 8 contacts (distances vec8, positions mat83, normals mat83, 1 -> 2).
+
+    Separating-axis test; a face axis gives the incident face clipped against the reference face
+    (every clipped corner within ``margin``), an edge axis the closest points of the two edges.
+    """
+    dist = vec8f(MAXVAL, MAXVAL, MAXVAL, MAXVAL, MAXVAL, MAXVAL, MAXVAL, MAXVAL)
+    pos = mat83()
+    nrm = mat83()
+    XA = wp.transform(box1_pos, wp.quat_from_matrix(box1_rot))
+    XB = wp.transform(box2_pos, wp.quat_from_matrix(box2_rot))
+    hA = box1_size
+    hB = box2_size
+    sep, code, n = box_box_sat(XA, hA, XB, hB)
+    if sep > margin:
+        return dist, pos, nrm
+    if code < 6:
+        XR = XA
+        hR = hA
+        XI = XB
+        hI = hB
+        nref = n
+        ax = code
+        if code >= 3:
+            XR = XB
+            hR = hB
+            XI = XA
+            hI = hA
+            nref = -n
+            ax = code - 3
+        poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
+        cR = wp.transform_get_translation(XR)
+        cnt = int(0)
+        for i in range(m):
+            w = poly[i, 2]
+            d = w - hR[ax]
+            if d <= margin:
+                dist[cnt] = d
+                pos[cnt] = cR + poly[i, 0] * rk + poly[i, 1] * rl + 0.5 * (w + hR[ax]) * nref
+                nrm[cnt] = n
+                cnt += 1
+        return dist, pos, nrm
+    i = (code - 6) // 3
+    j = (code - 6) % 3
+    a0, a1 = box_support_edge(XA, hA, i, n)
+    b0, b1 = box_support_edge(XB, hB, j, -n)
+    s, t = closest_segment_segment(a0, a1, b0, b1)
+    pa = a0 + s * (a1 - a0)
+    pb = b0 + t * (b1 - b0)
+    dist[0] = wp.dot(n, pb - pa)
+    pos[0] = 0.5 * (pa + pb)
+    nrm[0] = n
+    return dist, pos, nrm

@@ -18,7 +18,6 @@ body frames.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import warp as wp
@@ -34,6 +33,7 @@ from .builder_actuators import ActuatorBuilderMixin
 from .builder_particles import ParticleBuilderMixin
 from .builder_rods import RodBuilderMixin
 from .custom_attributes import CustomAttribute, CustomAttributesMixin, CustomFrequency
+from .exceptions import warn_deprecated
 
 _ZERO_TWIST = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _MIMIC_TYPES = (JointType.PRISMATIC, JointType.REVOLUTE, JointType.D6)
@@ -54,7 +54,8 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
 
     Args:
         up_axis: the world up axis (``Axis``, ``0..2`` or ``"x"/"y"/"z"``).
-        gravity: gravity vector [m/s^2]; ``None`` means ``-9.81`` along ``up_axis``.
+        gravity: gravity vector [m/s^2] of the global world and of worlds that set none;
+            ``None`` means ``-9.81`` along ``up_axis``.
             A scalar is accepted (deprecated) as the signed magnitude along ``up_axis``.
     """
 
@@ -172,17 +173,14 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
             return tuple(float(v) for v in -9.81 * up)
         if np.ndim(gravity) == 0:
             g = to_float(gravity, "ModelBuilder gravity")
-            warnings.warn(
-                "Passing a scalar gravity to ModelBuilder is deprecated; pass a 3-vector instead.",
-                DeprecationWarning,
-                stacklevel=3,
-            )
+            warn_deprecated("Passing a scalar gravity to ModelBuilder is deprecated; pass a 3-vector instead.")
             return tuple(float(v) for v in g * up)
         return tuple(float(v) for v in to_vec3(gravity, "ModelBuilder gravity"))
 
     @property
     def gravity(self) -> tuple[float, float, float]:
-        """Gravity vector [m/s^2] used by worlds that do not set their own."""
+        """Gravity vector [m/s^2] of the global world (-1) and of the worlds that do not set their
+        own (``begin_world(gravity=...)``); see ``Model.gravity``."""
         return self._gravity
 
     @gravity.setter
@@ -449,11 +447,11 @@ class ModelBuilder(ShapeBuilderMixin, WorldBuilderMixin, CustomAttributesMixin, 
     @staticmethod
     def _pop_deprecated_targets(kw: dict, target_q, target_qd, target_pos, target_vel):
         if target_pos is not None:
-            warnings.warn("target_pos is deprecated; use target_q instead.", DeprecationWarning, stacklevel=3)
+            warn_deprecated("target_pos is deprecated; use target_q instead.")
             if target_q is None:
                 target_q = target_pos
         if target_vel is not None:
-            warnings.warn("target_vel is deprecated; use target_qd instead.", DeprecationWarning, stacklevel=3)
+            warn_deprecated("target_vel is deprecated; use target_qd instead.")
             if target_qd is None:
                 target_qd = target_vel
         if kw:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy as np
 import warp as wp
 
 from .enums import ParticleFlags
+from .exceptions import warn
 from .graph_coloring import ColoringAlgorithm, color_graph
 from .rotations import quat_rotate
 
@@ -460,7 +460,7 @@ class ParticleBuilderMixin:
         self._check_particles("triangle", (i, j, k))
         pose, area = _tri_pose_and_area(self._pos(i), self._pos(j), self._pos(k))
         if pose is None:
-            warnings.warn(f"degenerate triangle ({i}, {j}, {k}) was not added", stacklevel=2)
+            warn(f"degenerate triangle ({i}, {j}, {k}) was not added")
             return 0.0
         idx = self.tri_count
         self.tri_indices.append((int(i), int(j), int(k)))
@@ -631,7 +631,7 @@ class ParticleBuilderMixin:
         self._check_particles("tetrahedron", (i, j, k, l))
         pose, vol = _tet_pose_and_volume(self._pos(i), self._pos(j), self._pos(k), self._pos(l))
         if pose is None:
-            warnings.warn(f"inverted or degenerate tetrahedron ({i}, {j}, {k}, {l}) was not added", stacklevel=2)
+            warn(f"inverted or degenerate tetrahedron ({i}, {j}, {k}, {l}) was not added")
             return vol
         idx = self.tet_count
         self.tet_indices.append((int(i), int(j), int(k), int(l)))
@@ -992,9 +992,9 @@ class ParticleBuilderMixin:
             if hi - lo == len(values):  # skipped (degenerate) elements make a per-element mapping ambiguous
                 self._particle_custom(freq_key, list(range(lo, hi)), {key: list(values)})
             else:
-                warnings.warn(
+                warn(
                     f"add_soft_mesh: custom attribute {key!r} not assigned: {hi - lo} {freq_key} elements were "
-                    f"added for {len(values)} values (degenerate elements were skipped)", stacklevel=3,
+                    f"added for {len(values)} values (degenerate elements were skipped)"
                 )
 
     def _soft_mesh_custom_plan(self, custom: dict, n_verts: int, n_tets: int, surface) -> list:

@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 from collections import deque
 
 import numpy as np
 import warp as wp
 
 from .enums import JointType
+from .exceptions import warn_deprecated
 from .joint_config import JointDofConfig
 from .rod import Rod, align_frame, quat_between, quat_conj, quat_mul, quat_rotate
 
@@ -251,11 +251,9 @@ class RodBuilderMixin:
         if body_frame_origin not in ("com", "start"):
             raise ValueError(f"add_rod: body_frame_origin={body_frame_origin!r} is not allowed; use 'com' or 'start'")
         if body_frame_origin == "start":
-            warnings.warn(
+            warn_deprecated(
                 "add_rod(body_frame_origin='start') is deprecated; use 'com' (for manually authored body-local "
-                "anchors, subtract the old body_com offset)",
-                DeprecationWarning,
-                stacklevel=2,
+                "anchors, subtract the old body_com offset)"
             )
         rod.validate()
         what = "add_rod"

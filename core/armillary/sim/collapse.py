@@ -19,7 +19,6 @@ articulations left without joints are removed.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +26,7 @@ import warp as wp
 
 from . import mass as _mass
 from .enums import JointType
+from .exceptions import warn
 from .rotations import quat_to_matrix
 
 __all__ = ["collapse_fixed_joints"]
@@ -368,8 +368,7 @@ def _remap_custom_attributes(builder, body_remap, merge_of, joint_remap, art_rem
                 else:
                     attr.values = [None if v is None else fn(v) for v in attr.values]
             except (TypeError, ValueError):
-                warnings.warn(
+                warn(
                     f"collapse_fixed_joints: values of custom attribute '{attr.key}' reference "
-                    f"{attr.references} indices but are not integers; left unchanged",
-                    stacklevel=3,
+                    f"{attr.references} indices but are not integers; left unchanged"
                 )

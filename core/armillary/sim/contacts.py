@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
-
 import warp as wp
+
+from .exceptions import warn_deprecated
 
 
 @wp.kernel
@@ -144,8 +144,7 @@ class Contacts:
 
     @staticmethod
     def _deprecated(name: str, instead: str) -> None:
-        warnings.warn(f"Contacts.{name} is deprecated and will be removed in a future release; {instead}",
-                      DeprecationWarning, stacklevel=3)  # fmt: skip
+        warn_deprecated(f"Contacts.{name} is deprecated and will be removed in a future release; {instead}")
 
     @property
     def rigid_contact_diff_distance(self):

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from .exceptions import ArmillaryWarning
+
 __all__ = [
     "AttributeAssignment",
     "AttributeFrequency",
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 
-class CustomAttributeWarning(UserWarning):
+class CustomAttributeWarning(ArmillaryWarning):
     """Warning about custom attribute data that finalize had to repair (padding, dropped values)."""
 
 
@@ -777,15 +779,22 @@ class CustomAttributesMixin:
                 )
             return
         if attribute.is_custom_frequency:
-            rows = self._custom_frequency_counts.get(attribute.frequency, 0)
-            if len(attribute.values) > rows:
-                # pre-populated rows extend the frequency; keep the sibling attributes in sync
-                self._custom_frequency_counts[attribute.frequency] = len(attribute.values)
+            rows = self._custom_frequency_row_count(attribute.frequency)
+            n = len(attribute.values)
+            if n == 0:
+                # declared without values: defaults for the rows that exist
+                attribute.values.extend([None] * rows)
+            elif rows == 0 or not any(
+                len(o.values) for o in self.custom_attributes.values()
+                if o.frequency == attribute.frequency and o.is_custom_frequency
+            ):  # fmt: skip
+                # the first values of this frequency set its rows; declared empty siblings get defaults
+                self._custom_frequency_counts[attribute.frequency] = max(rows, n)
                 for other in self.custom_attributes.values():
                     if other.frequency == attribute.frequency and other.is_custom_frequency:
-                        other.values.extend([None] * (len(attribute.values) - len(other.values)))
-            else:
-                attribute.values.extend([None] * (rows - len(attribute.values)))
+                        other.values.extend([None] * (max(rows, n) - len(other.values)))
+                attribute.values.extend([None] * (rows - n))
+            # otherwise a count that differs from the siblings' is kept as given: finalize() rejects it
         self.custom_attributes[key] = attribute
 
     # -- queries ----------------------------------------------------------------------------------
@@ -814,6 +823,25 @@ class CustomAttributesMixin:
         if frequency not in self.custom_frequencies:
             raise KeyError(f"Custom frequency '{frequency}' is not known")
         return self._custom_frequency_row_count(frequency)
+
+    def _check_custom_frequency_counts(self, frequency: str | None = None) -> None:
+        """Every attribute sharing a custom frequency must hold the same number of values (the
+        Custom Attributes page); raise ``ValueError`` naming two that differ and their counts.
+        Checks ``frequency`` only, or every registered custom frequency when ``None``."""
+        keys = list(self.custom_frequencies) if frequency is None else [frequency]
+        for freq in keys:
+            attrs = [a for a in self.custom_attributes.values() if a.is_custom_frequency and a.frequency == freq]
+            if not attrs:
+                continue
+            first = attrs[0]
+            for other in attrs[1:]:
+                if len(other.values) != len(first.values):
+                    raise ValueError(
+                        f"Custom frequency '{freq}': attribute '{first.key}' has {len(first.values)} values but "
+                        f"'{other.key}' has {len(other.values)}; all attributes sharing a custom frequency must "
+                        "have the same count at finalize() (append rows with add_custom_values(), which keeps "
+                        "them in step)"
+                    )
 
     def _custom_frequency_row_count(self, frequency: str) -> int:
         n = self._custom_frequency_counts.get(frequency, 0)
@@ -1032,6 +1060,8 @@ class CustomAttributesMixin:
                 else:
                     np_scalar, shape = _dtype_layout(attr.dtype)
                     _coerce(value, attr.dtype, np_scalar, shape, key)
+        for freq in touched:
+            self._check_custom_frequency_counts(freq)
         world = int(getattr(self, "current_world", -1) if getattr(self, "current_world", -1) is not None else -1)
         result: dict[str, int] = {}
         for freq in touched:
@@ -1067,6 +1097,8 @@ class CustomAttributesMixin:
         """
         if not hasattr(other, "custom_attributes"):
             return
+        other._check_custom_frequency_counts()  # padding below would hide a mismatch
+        self._check_custom_frequency_counts()
         world = offsets.get("world", -1)
         world = -1 if world is None else int(world)
         entity_offsets: dict[str, int] = {}
@@ -1199,6 +1231,7 @@ class CustomAttributesMixin:
         ``custom_attribute_keys`` and the initializers ``_init_custom_state``,
         ``_init_custom_control`` and ``_init_custom_contacts`` (callables taking the new object).
         """
+        self._check_custom_frequency_counts()
         counts: dict[str, int] = {key: self._custom_frequency_row_count(key) for key in self.custom_frequencies}
         owners: dict[str, list[tuple[CustomAttribute, Any]]] = {"state": [], "control": [], "contacts": []}
         freq_map = getattr(model, "attribute_frequency", None)

@@ -19,16 +19,17 @@ a model and reuse them, so later calls do not allocate or synchronize.
 
 from __future__ import annotations
 
-import warnings
-
 import warp as wp
 
 from . import dynamics_kernels as dk
 from . import kinematics_kernels as kk
 from .enums import JointType
+from .exceptions import warn_deprecated
 from .kinematics import _as_bool_array, topology
 
 __all__ = ["eval_mass_matrix", "eval_jacobian", "eval_inverse_dynamics_passive", "eval_inverse_dynamics_force"]
+
+MISSING_OUTPUT_MESSAGE = "At least one inverse-dynamics output must be provided."
 
 
 def _scratch(model):
@@ -46,6 +47,7 @@ def _scratch(model):
             "F": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
             "Fg": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
             "dummy_dof": wp.zeros(1, dtype=wp.float32, device=dev),
+            "zero_armature": wp.zeros(nd, dtype=wp.float32, device=dev),
             "dummy_H": wp.zeros((1, 1, 1), dtype=wp.float32, device=dev),
         }
         topo.scratch["dynamics"] = s
@@ -56,7 +58,8 @@ def _has_rod(model) -> bool:
     topo = topology(model)
     flag = topo.scratch.get("has_rod")
     if flag is None:
-        flag = bool(model.joint_count) and bool((model.joint_type.numpy() == int(JointType.ROD)).any())
+        jt = model.joint_type
+        flag = bool(model.joint_count) and jt is not None and bool((jt.numpy() == int(JointType.ROD)).any())
         topo.scratch["has_rod"] = flag
     return flag
 
@@ -87,8 +90,48 @@ def _check_array(arr, shape, name, fn, model, dtype=wp.float32):
         raise ValueError(f"{fn}: {name} is on device {arr.device} but the model is on {model.device}")
 
 
-def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=None, Ic=None):
+# model arrays every dynamics function reads; ``None`` in any of them is a ValueError, never a crash
+_REQUIRED = ("articulation_start", "articulation_end", "joint_type", "joint_parent", "joint_child", "joint_ancestor",
+             "joint_articulation", "joint_X_p", "joint_X_c", "joint_q_start", "joint_qd_start", "joint_dof_dim",
+             "joint_axis", "body_com", "body_mass", "body_inertia")  # fmt: skip
+
+
+def _check_model_arrays(model, fn, names=_REQUIRED):
+    missing = [n for n in names if getattr(model, n, None) is None]
+    if missing:
+        raise ValueError(f"{fn}: model.{missing[0]} is None; the model arrays {', '.join(missing)} are required")
+
+
+def _check_state_arrays(state, fn, names=("body_q", "joint_q", "joint_qd")):
+    missing = [n for n in names if getattr(state, n, None) is None]
+    if missing:
+        raise ValueError(f"{fn}: state.{missing[0]} is None; the state arrays {', '.join(missing)} are required")
+
+
+def _armature(model):
+    """``(array, scale)``: ``model.joint_armature``, or zeros when it is ``None`` (rigid-body matrix)."""
+    if model.joint_armature is None:
+        return _scratch(model)["zero_armature"], 0.0
+    return model.joint_armature, 1.0
+
+
+def _gravity(model, want_g, fn):
+    """``(model.gravity, model.joint_world)`` when ``g(q)`` is requested (both required), else
+    stand-ins that the kernel reads instead (so ``None`` in either is harmless then)."""
+    if want_g:
+        _check_model_arrays(model, fn, ("gravity", "joint_world"))
+        return model.gravity, model.joint_world
     s = _scratch(model)
+    if "dummy_gravity" not in s:
+        s["dummy_gravity"] = wp.zeros(1, dtype=wp.vec3, device=model.device)
+        s["dummy_world"] = wp.full(max(int(model.joint_count), 1), -1, dtype=wp.int32, device=model.device)
+    return s["dummy_gravity"], s["dummy_world"]
+
+
+def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=None, Ic=None, fn="dynamics"):
+    s = _scratch(model)
+    armature, present = _armature(model)
+    gravity, joint_world = _gravity(model, g is not None, fn)
     topo = topology(model)
     wp.launch(
         dk.dynamics_kernel,
@@ -96,10 +139,10 @@ def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=No
         inputs=[
             model.articulation_start, model.articulation_end, int(model.articulation_count), mode, mask_arr,
             topo.joint_order, model.joint_type, model.joint_parent, model.joint_child, model.joint_ancestor,
-            model.joint_articulation, model.joint_world, model.joint_X_p, model.joint_X_c, model.joint_q_start,
-            model.joint_qd_start, model.joint_dof_dim, model.joint_axis, model.joint_armature, state.body_q,
-            model.body_com, model.body_mass, model.body_inertia, model.gravity, state.joint_q, state.joint_qd,
-            int(H is not None), int(g is not None), int(c is not None), float(armature_scale),
+            model.joint_articulation, joint_world, model.joint_X_p, model.joint_X_c, model.joint_q_start,
+            model.joint_qd_start, model.joint_dof_dim, model.joint_axis, armature, state.body_q,
+            model.body_com, model.body_mass, model.body_inertia, gravity, state.joint_q, state.joint_qd,
+            int(H is not None), int(g is not None), int(c is not None), float(armature_scale * present),
             s["S"] if S is None else S, s["Ic"] if Ic is None else Ic, s["V"], s["A"], s["F"], s["Fg"],
         ],
         outputs=[
@@ -112,7 +155,7 @@ def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=No
 def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None, mask=None, *,
                      include_armature: bool = True):  # fmt: skip
     """Joint-space mass matrix ``H = J^T M J`` of every articulation (``Model.joint_armature``
-    added to the diagonal).
+    added to the diagonal; a model whose ``joint_armature`` is ``None`` gives the rigid-body matrix).
 
     Consistent with the kinetic energy of COM-referenced body twists. Assembled with the
     composite-rigid-body algorithm, or as ``J^T M J`` when a Jacobian ``J`` (from
@@ -133,15 +176,17 @@ def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None
         ``H``, or ``None`` when the model has no articulation.
 
     Raises:
-        ValueError: a malformed ``mask`` (also two-dimensional ones) or output / scratch array.
+        ValueError: a malformed ``mask`` (also two-dimensional ones) or output / scratch array, or
+            a model / state array the computation reads being ``None`` (``joint_armature`` may be).
     """
     fn = "eval_mass_matrix"
     if not include_armature:
-        warnings.warn("eval_mass_matrix(include_armature=False) is deprecated; the armature will always be included",
-                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        warn_deprecated("eval_mass_matrix(include_armature=False) is deprecated; the armature will always be included")
     mode, mask_arr = _mask(model, mask, fn)
     if model.articulation_count == 0:
         return None
+    _check_model_arrays(model, fn)
+    _check_state_arrays(state, fn)
     shape = _mass_matrix_shape(model)
     if H is None:
         H = wp.zeros(shape, dtype=wp.float32, device=model.device)
@@ -154,17 +199,18 @@ def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None
     scale = 1.0 if include_armature else 0.0
     if J is not None:
         _check_array(J, _jacobian_shape(model), "J", fn, model)
+        armature, present = _armature(model)
         wp.launch(
             dk.mass_matrix_from_jacobian_kernel,
             dim=int(model.articulation_count),
             inputs=[model.articulation_start, model.articulation_end, mode, mask_arr, model.joint_child,
-                    model.joint_qd_start, model.joint_armature, scale, state.body_q, model.body_mass,
+                    model.joint_qd_start, armature, scale * present, state.body_q, model.body_mass,
                     model.body_inertia, J],
             outputs=[H],
             device=model.device,
         )  # fmt: skip
         return H
-    _launch_dynamics(model, state, mode, mask_arr, H, None, None, scale, S=joint_S_s, Ic=body_I_s)
+    _launch_dynamics(model, state, mode, mask_arr, H, None, None, scale, S=joint_S_s, Ic=body_I_s, fn=fn)
     return H
 
 
@@ -190,6 +236,8 @@ def eval_jacobian(model, state, J=None, joint_S_s=None, mask=None):
     mode, mask_arr = _mask(model, mask, fn)
     if model.articulation_count == 0:
         return None
+    _check_model_arrays(model, fn)
+    _check_state_arrays(state, fn)
     shape = _jacobian_shape(model)
     if J is None:
         J = wp.zeros(shape, dtype=wp.float32, device=model.device)
@@ -220,7 +268,8 @@ def eval_inverse_dynamics_passive(model, state, *, mass_matrix=None, gravity_for
     -m_i g . x_com_i`` is the gravitational potential, so ``g`` is the force holding the
     system static. Requires ``state.body_q`` consistent with ``state.joint_q``; velocities are
     taken from ``state.joint_qd``. FREE / DISTANCE rows of ``g`` and ``C qd`` are world-frame
-    wrenches about the child COM (see the module documentation).
+    wrenches about the child COM (see the module documentation). A model whose
+    ``joint_armature`` is ``None`` gives the rigid-body ``M``.
 
     Args:
         mass_matrix: float32 ``(articulation_count, max_dofs, max_dofs)``; padding is zero.
@@ -228,12 +277,14 @@ def eval_inverse_dynamics_passive(model, state, *, mass_matrix=None, gravity_for
         mask: optional bool ``(articulation_count,)``; unselected entries are zero.
 
     Raises:
-        ValueError: a ROD joint in the model, no output requested, an output or mask of the
-            wrong shape, or ``gravity_force`` and ``coriolis_force`` being the same array.
+        ValueError: a ROD joint in the model, no output requested ("At least one inverse-dynamics
+            output must be provided."), an output or mask of the wrong shape, ``gravity_force``
+            and ``coriolis_force`` being the same array, or a model / state array the computation
+            reads being ``None``.
     """
     fn = "eval_inverse_dynamics_passive"
     if mass_matrix is None and gravity_force is None and coriolis_force is None:
-        raise ValueError(f"{fn}: request at least one of mass_matrix, gravity_force, coriolis_force")
+        raise ValueError(MISSING_OUTPUT_MESSAGE)
     if gravity_force is not None and coriolis_force is not None and gravity_force.ptr == coriolis_force.ptr \
             and gravity_force.ptr is not None:  # fmt: skip
         raise ValueError(f"{fn}: gravity_force and coriolis_force must be different arrays")
@@ -243,11 +294,15 @@ def eval_inverse_dynamics_passive(model, state, *, mass_matrix=None, gravity_for
         if arr is not None:
             _check_array(arr, (model.joint_dof_count,), name, fn, model)
     mode, mask_arr = _mask(model, mask, fn)
+    if model.articulation_count == 0:
+        if _has_rod(model):
+            raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
+        return
+    _check_model_arrays(model, fn)
+    _check_state_arrays(state, fn)
     if _has_rod(model):
         raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
-    if model.articulation_count == 0:
-        return
-    _launch_dynamics(model, state, mode, mask_arr, mass_matrix, gravity_force, coriolis_force, 1.0)
+    _launch_dynamics(model, state, mode, mask_arr, mass_matrix, gravity_force, coriolis_force, 1.0, fn=fn)
 
 
 def eval_inverse_dynamics_force(model, state, *, mass_matrix, joint_qdd, coriolis_force, gravity_force, joint_f,
@@ -259,6 +314,9 @@ def eval_inverse_dynamics_force(model, state, *, mass_matrix, joint_qdd, corioli
     ``state.body_q`` before adding the world-frame bias wrenches, so ``joint_f`` follows the
     ``Control.joint_f`` convention throughout.
 
+    A model without articulations returns at once, before any input is checked, and leaves
+    ``joint_f`` untouched.
+
     Args:
         mask: optional bool ``(articulation_count,)``; unselected entries of ``joint_f`` are
             zeroed without reading the inputs.
@@ -267,15 +325,18 @@ def eval_inverse_dynamics_force(model, state, *, mass_matrix, joint_qdd, corioli
         ValueError: a ROD joint in the model or an input, output or mask of the wrong shape.
     """
     fn = "eval_inverse_dynamics_force"
+    if model.articulation_count == 0:
+        return
     _check_array(mass_matrix, _mass_matrix_shape(model), "mass_matrix", fn, model)
     for name, arr in (("joint_qdd", joint_qdd), ("coriolis_force", coriolis_force), ("gravity_force", gravity_force),
                       ("joint_f", joint_f)):  # fmt: skip
         _check_array(arr, (model.joint_dof_count,), name, fn, model)
     mode, mask_arr = _mask(model, mask, fn)
+    _check_model_arrays(model, fn, ("articulation_start", "articulation_end", "joint_type", "joint_parent", "joint_X_p",
+                                    "joint_qd_start"))  # fmt: skip
+    _check_state_arrays(state, fn, ("body_q",))
     if _has_rod(model):
         raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
-    if model.articulation_count == 0:
-        return
     wp.launch(
         dk.inverse_dynamics_force_kernel,
         dim=int(model.articulation_count),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import warp as wp
 
+from .gravity import gravity_of_world
 from .kinematics_kernels import JT_BALL, JT_D6, JT_DISTANCE, JT_FREE, JT_PRISMATIC, JT_REVOLUTE, JT_ROD, SEL_MASK
 from .spatial import (
     ang, body_spatial_inertia, lin, point_twist, spatial, twist_at, twist_cross, world_inertia, wrench_cross,
@@ -246,8 +247,7 @@ def dynamics_kernel(
         return
 
     origin = articulation_origin(a, art_start, joint_order, joint_child, body_q)
-    world = wp.max(joint_world[js], 0)
-    grav = gravity[world]
+    grav = gravity_of_world(gravity, joint_world[js])
     with_bias = want_c
 
     # forward pass: subspaces, body inertias, velocities and accelerations

@@ -6,6 +6,8 @@ import numpy as np
 import warp as wp
 
 from ._convert import stack
+from .exceptions import warn
+from .gravity import gravity_rows
 from .model import Model
 
 
@@ -81,21 +83,82 @@ def validate_joints(b) -> None:
             f"('{b.body_label[p]}') in articulation {other} ('{b.articulation_label[other]}'). Articulations cannot be "
             "connected through joints. Add all connected joints to the same articulation."
         )
-    # orphan: outside every articulation, not world-rooted, and not closing a loop between reachable bodies
-    reachable = body_art >= 0
+    # orphan: outside every articulation, not world-rooted, and its child is neither the parent nor
+    # the child of any articulated joint (otherwise it closes a loop, e.g. onto an articulation's root)
+    touched = np.zeros(max(b.body_count, 1), dtype=bool)
+    touched[child[in_art]] = True
+    art_parent = parent[in_art]
+    touched[art_parent[art_parent >= 0]] = True
     free = ~in_art & (parent >= 0)
-    loop = free & reachable[child] & reachable[np.maximum(parent, 0)]
-    orphan = np.nonzero(free & ~loop)[0]
+    orphan = np.nonzero(free & ~touched[child])[0]
     if len(orphan):
         names = ", ".join(f"{int(j)} ('{b.joint_label[int(j)]}')" for j in orphan[:10])
         j = int(orphan[0])
         raise ValueError(
             f"Found {len(orphan)} orphan joint(s) not belonging to any articulation: joint {names}. Joint {j} "
             f"('{b.joint_label[j]}') connects body {int(parent[j])} ('{b.body_label[int(parent[j])]}') to body "
-            f"{int(child[j])} ('{b.body_label[int(child[j])]}'), which are not both reachable through an articulation, so it "
-            "is neither a loop-closing joint nor a world-root joint. Call add_articulation() for it, or pass "
-            "skip_validation_joints=True to finalize()."
+            f"{int(child[j])} ('{b.body_label[int(child[j])]}'), which is neither the parent nor the child of any "
+            "articulated joint, so it is neither a loop-closing joint nor a world-root joint. Call add_articulation() "
+            "for it, or pass skip_validation_joints=True to finalize()."
         )
+
+
+def joint_ancestors(parent: np.ndarray, child: np.ndarray, art: np.ndarray, body_count: int) -> np.ndarray:
+    """``joint_ancestor``: for each joint, the joint whose child is its parent body, or -1.
+
+    An articulated joint's ancestor is the joint of its own articulation whose child is its parent
+    body (-1 for the articulation's root joint, whatever order the joints were added in); a joint
+    outside every articulation takes the articulated joint whose child is its parent body, else
+    such a non-articulated joint. The result is acyclic even for topologies that validation would
+    reject (``skip_validation_joints=True``): a cycle of ancestors is cut at its lowest joint index,
+    which becomes a root (-1).
+    """
+    nj = len(parent)
+    if nj == 0:
+        return np.full(0, -1, dtype=np.int64)
+    nb = max(int(body_count), 1)
+    idx = np.arange(nj, dtype=np.int64)
+    in_art = art >= 0
+    p = np.maximum(parent, 0)
+    # child joint of each body: the last articulated joint with that child, else the last other one
+    child_art = np.full(nb, -1, dtype=np.int64)
+    child_art[child[in_art]] = idx[in_art]
+    child_free = np.full(nb, -1, dtype=np.int64)
+    child_free[child[~in_art]] = idx[~in_art]
+    cand = child_art[p]
+    same = (cand >= 0) & (art[np.maximum(cand, 0)] == art)
+    out = np.where(in_art, np.where(same, cand, -1), np.where(cand >= 0, cand, child_free[p]))
+    out[parent < 0] = -1
+    return _cut_ancestor_cycles(out)
+
+
+def _cut_ancestor_cycles(anc: np.ndarray) -> np.ndarray:
+    """Set the ancestor of the lowest joint of every cycle of ``anc`` to -1 (in place)."""
+    n = len(anc)
+    if (anc < np.arange(n)).all():
+        return anc  # every ancestor (or -1) precedes its joint, as in parent-first order: no cycle
+    # pointer doubling: after >= n steps a joint still pointing somewhere lies on or leads into a cycle
+    up = anc.copy()
+    steps = 1
+    while steps < n:
+        up = np.where(up >= 0, up[np.maximum(up, 0)], -1)
+        steps *= 2
+    if not (up >= 0).any():
+        return anc
+    state = np.zeros(n, dtype=np.int8)  # 0 unvisited, 1 on the current path, 2 done
+    for start in np.nonzero(up >= 0)[0]:
+        path = []
+        j = int(start)
+        while j >= 0 and state[j] == 0:
+            state[j] = 1
+            path.append(j)
+            j = int(anc[j])
+        if j >= 0 and state[j] == 1:  # closed a new cycle: it is the tail of path from j
+            cycle = path[path.index(j):]
+            anc[min(cycle)] = -1
+        for k in path:
+            state[k] = 2
+    return anc
 
 
 def validate_joint_ordering(b) -> None:
@@ -182,10 +245,9 @@ def corrected_inertia(b, inertia: np.ndarray) -> np.ndarray:
         fixed = (vec[i] * e) @ vec[i].T
         reasons = [r for r, flag in (("is asymmetric", asym[i]), ("is not positive semi-definite", negative[i]),
                                      ("violates the triangle inequality", triangle[i])) if flag]  # fmt: skip
-        warnings.warn(
+        warn(
             f"body {i} ('{b.body_label[i]}'): inertia {' and '.join(reasons)}; corrected to principal moments "
-            f"{np.round(e, 9).tolist()} (pass skip_validation_inertia=True to keep it as given)",
-            stacklevel=4,
+            f"{np.round(e, 9).tolist()} (pass skip_validation_inertia=True to keep it as given)"
         )
         out[i] = fixed.astype(inertia.dtype)
     return out
@@ -266,9 +328,10 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
     f32, i32 = np.float32, np.int32
 
     # ---- worlds
-    grav = np.tile(np.asarray(b.gravity, dtype=f32), (W, 1))
+    # one row per world and a last row for the global world -1 (a single row without worlds)
+    grav = np.tile(np.asarray(b.gravity, dtype=f32), (gravity_rows(W, b.world_count), 1))
     for w, gw in enumerate(getattr(b, "world_gravity", [])):
-        if gw is not None and w < W:
+        if gw is not None and w < W and b.world_count > 0:
             grav[w] = gw
     m.gravity = arr(grav, wp.vec3, grad=True)
     m.world_label = list(getattr(b, "world_label", [])) or [f"world_{w}" for w in range(W)]
@@ -323,11 +386,7 @@ def finalize_builder(b, device=None, *, requires_grad=False, skip_validation_joi
     m.joint_mimic_coeffs = arr(np.asarray(b.joint_mimic_coeffs, dtype=f32).reshape(nj, 2), wp.vec2, True)
     m.joint_world_start = arr(_world_start_fast(jworld, W), wp.int32)
 
-    # ancestor: the joint whose child is this joint's parent body (articulated joints win)
-    child_joint = np.full(max(nb, 1), -1, dtype=np.int64)
-    order = np.argsort(jart >= 0, kind="stable")  # non-articulated first, articulated overwrite
-    child_joint[child[order]] = order
-    m.joint_ancestor = arr(np.where(parent >= 0, child_joint[np.maximum(parent, 0)], -1).astype(i32), wp.int32)
+    m.joint_ancestor = arr(joint_ancestors(parent, child, jart, nb).astype(i32), wp.int32)
 
     # per coordinate
     nc = m.joint_coord_count

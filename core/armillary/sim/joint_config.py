@@ -6,12 +6,12 @@ Units: linear DOFs in m, m/s, N, N/m; angular DOFs in rad, rad/s, N*m, N*m/rad.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import warp as wp
 
 from .enums import Axis, JointTargetMode
+from .exceptions import warn_deprecated
 
 
 def normalize_axis(axis, what: str = "joint axis") -> wp.vec3:
@@ -35,7 +35,7 @@ def normalize_axis(axis, what: str = "joint axis") -> wp.vec3:
 
 
 def _deprecated(old: str, new: str):
-    warnings.warn(f"{old} is deprecated; use {new} instead.", DeprecationWarning, stacklevel=3)
+    warn_deprecated(f"{old} is deprecated; use {new} instead.")
 
 
 class JointDofConfig:

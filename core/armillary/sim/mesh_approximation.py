@@ -26,7 +26,6 @@ the original meshes; as in the reference, approximation does not recompute body 
 from __future__ import annotations
 
 import copy
-import warnings
 
 import numpy as np
 import warp as wp
@@ -34,6 +33,7 @@ import warp as wp
 from ..geometry.hull import convex_hull
 from .custom_attributes import AttributeFrequency
 from .enums import GeoType, ShapeFlags
+from .exceptions import warn
 from .geometry_types import Mesh
 
 METHODS = ("convex_hull", "bounding_box", "bounding_sphere", "coacd", "vhacd")
@@ -304,7 +304,7 @@ def approximate_meshes(
             msg = f"approximate_meshes: could not approximate shape {s} ('{label}') with {method!r}: {e}"
             if raise_on_failure:
                 raise RuntimeError(msg) from e
-            warnings.warn(msg + "; the shape is left unchanged", stacklevel=3)
+            warn(msg + "; the shape is left unchanged")
             continue
 
         scale = np.asarray(builder.shape_scale[s], dtype=np.float64)

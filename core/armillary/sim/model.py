@@ -17,7 +17,8 @@ Create with :meth:`armillary.ModelBuilder.finalize`. Array layout:
 * per shape (``shape_count``): ``shape_type``, ``shape_body``, ``shape_transform``,
   ``shape_scale``, ``shape_flags``, ``shape_world``, ``shape_collision_group``,
   ``shape_material_*``, ``shape_margin``, ``shape_gap``, ``shape_collision_radius``;
-* per world (``world_count``): ``gravity`` (vec3); ``*_world_start`` arrays have
+* per world: ``gravity`` (vec3, ``world_count + 1`` rows, the last for the global world -1;
+  one row for a model built without worlds); ``*_world_start`` arrays have
   ``world_count + 2`` entries: the first index of each world, the end of the last world,
   and the total count (global entities may precede or follow the worlds).
 """
@@ -190,17 +191,54 @@ class Model:
 
     # ------------------------------------------------------------------ gravity
     def set_gravity(self, gravity, world: int | None = None) -> None:
-        """Set the gravity vector [m/s^2] of one world (or all worlds when ``world`` is None)."""
-        g = np.asarray([float(v) for v in gravity], dtype=np.float32)
-        if g.shape != (3,) or not np.all(np.isfinite(g)):
-            raise ValueError(f"Model.set_gravity: gravity={gravity!r} must be 3 finite numbers")
+        """Set gravity [m/s^2] at run time.
+
+        ``Model.gravity`` has one row per world and a last row for the global world ``-1``
+        (a model built without worlds has one row, shared by world 0 and the global world).
+
+        Args:
+            gravity: one vector (3 numbers); or, with ``world=None``, one vector per world
+                (shape ``(world_count, 3)``: the global row is kept) or per world plus the global
+                world last (shape ``(world_count + 1, 3)``).
+            world: ``None`` sets every row (all worlds and the global world) from a single
+                vector; ``-1`` the global world; ``0..world_count - 1`` one world.
+
+        Raises:
+            ValueError: a malformed or non-finite ``gravity``, or an array with ``world`` given.
+            IndexError: ``world`` out of range.
+
+        Call ``solver.notify_model_changed(ModelFlags.MODEL_PROPERTIES)`` afterwards.
+        """
+        rows = int(self.gravity.shape[0])
+        try:
+            g = np.asarray(gravity, dtype=np.float64)
+        except (TypeError, ValueError):
+            g = np.asarray([float(v) for v in gravity], dtype=np.float64)
+        if g.ndim == 2 and world is not None:
+            raise ValueError(
+                f"Model.set_gravity: world={world} needs a single gravity vector of shape (3,), got shape {g.shape}"
+            )
+        if g.ndim == 2:
+            if g.shape not in ((self.world_count, 3), (rows, 3)):
+                allowed = " or ".join(str(s) for s in dict.fromkeys([(self.world_count, 3), (rows, 3)]))
+                raise ValueError(f"Model.set_gravity: expected gravity of shape (3,), {allowed}, got {g.shape}")
+        elif g.shape != (3,):
+            raise ValueError(f"Model.set_gravity: gravity={gravity!r} must be 3 finite numbers (got shape {g.shape})")
+        if not np.all(np.isfinite(g)):
+            raise ValueError(f"Model.set_gravity: gravity={gravity!r} must be finite")
         arr = self.gravity.numpy()
         if world is None:
-            arr[:] = g
+            if g.ndim == 1:
+                arr[:] = g
+            else:
+                arr[: g.shape[0]] = g  # (world_count, 3) keeps the global row
         else:
-            if not -1 < int(world) < self.world_count:
-                raise ValueError(f"Model.set_gravity: world={world} out of range 0..{self.world_count - 1}")
-            arr[int(world)] = g
+            w = int(world)
+            if not -1 <= w < self.world_count:
+                raise IndexError(
+                    f"Model.set_gravity: world={world} out of range; expected -1 (global) or 0..{self.world_count - 1}"
+                )
+            arr[w if w >= 0 else rows - 1] = g
         self.gravity.assign(arr)
 
     # ------------------------------------------------------------------ collision pairs

@@ -10,10 +10,10 @@ defaults. Loading from USD goes through the ``armillary-importer-usd`` plugin
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
+from .exceptions import warn
 from .geometry_types import _as_vertices
 
 __all__ = ["TetMesh"]
@@ -327,7 +327,7 @@ class TetMesh:
             ) from None
         if self.custom_attributes or any(x is not None for x in (self._k_mu, self._k_lambda, self._k_damp,
                                                                     self._density)):
-            warnings.warn(f"{path}: materials and custom attributes are only saved to .npz", stacklevel=2)
+            warn(f"{path}: materials and custom attributes are only saved to .npz")
         meshio.write(path, meshio.Mesh(self._vertices, [("tetra", self._tet_indices.reshape(-1, 4))]))
 
     @staticmethod

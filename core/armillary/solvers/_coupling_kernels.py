@@ -10,6 +10,8 @@ from typing import Any
 
 import warp as wp
 
+from ..sim.gravity import gravity_of_world
+
 BODY_KINEMATIC = wp.constant(2)  # armillary.sim.enums.BodyFlags.KINEMATIC
 BODY_PROXY = wp.constant(4)  # BodyFlags.PROXY
 PARTICLE_ACTIVE = wp.constant(1)  # ParticleFlags.ACTIVE
@@ -18,13 +20,8 @@ PARTICLE_PROXY = wp.constant(2)  # ParticleFlags.PROXY
 
 @wp.func
 def _world_gravity(gravity: wp.array(dtype=wp.vec3), world: int):
-    n = gravity.shape[0]
-    if n == 0:
-        return wp.vec3(0.0)
-    w = world
-    if w < 0 or w >= n:
-        w = 0  # global entities (world -1) fall under the first world's gravity
-    return gravity[w]
+    # global entities (world -1) take the last row, the global world's gravity
+    return gravity_of_world(gravity, world)
 
 
 @wp.kernel

@@ -9,6 +9,7 @@ and :mod:`armillary.testing` for the conformance suite every solver runs.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import ClassVar
 
@@ -17,6 +18,44 @@ import numpy as np
 from ..flags import ModelFlags, StateFlags
 from ..sim.enums import JointType
 from .capabilities import FEATURES, Coordinates, SolverCapabilities
+
+
+class _ObservablesAttribute:
+    """``SolverBase.Observables`` / ``SolverBase.ObservableKind``, imported from
+    :mod:`.observables` on first access (it needs Warp; ``import armillary.solvers`` must not)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        from . import observables
+
+        return getattr(observables, self.name)
+
+
+def _deprecated_update_contacts(fn):
+    """Wrap a solver's own ``update_contacts`` so that calling it warns once per call (deprecated
+    in favour of ``ObservableKind.CONTACT_F``); nested ``super()`` calls do not warn again."""
+
+    @functools.wraps(fn)
+    def update_contacts(self, *args, **kwargs):
+        if self.__dict__.get("_in_update_contacts"):
+            return fn(self, *args, **kwargs)
+        from ..sim.exceptions import warn_deprecated
+
+        warn_deprecated(
+            f"{type(self).__name__}.update_contacts() is deprecated; request "
+            "SolverBase.ObservableKind.CONTACT_F with solver.observables() and pass the container to "
+            "step(..., observables=...) instead."
+        )
+        self.__dict__["_in_update_contacts"] = True
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self.__dict__["_in_update_contacts"] = False
+
+    update_contacts._armillary_deprecated = True
+    return update_contacts
 
 
 class SolverBase:
@@ -37,6 +76,21 @@ class SolverBase:
     """
 
     capabilities: ClassVar[SolverCapabilities] = SolverCapabilities(coordinates=Coordinates.MAXIMAL)
+
+    ObservableKind = _ObservablesAttribute("ObservableKind")
+    """Names of the observable kinds (:class:`armillary.solvers.observables.ObservableKind`);
+    solvers with their own kinds set a subclass here."""
+    Observables = _ObservablesAttribute("Observables")
+    """The observable container type (:class:`armillary.solvers.observables.Observables`);
+    solvers with their own arrays set a ``@dataclass(eq=False)`` subclass here."""
+    SUPPORTED_OBSERVABLES: ClassVar[frozenset[str]] = frozenset()
+    """Observable kinds this solver class fills (see :attr:`supported_observables`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fn = cls.__dict__.get("update_contacts")
+        if fn is not None and callable(fn) and not getattr(fn, "_armillary_deprecated", False):
+            cls.update_contacts = _deprecated_update_contacts(fn)
 
     def __init__(self, model, *, collision_pipeline=None):
         self.model = model
@@ -115,15 +169,79 @@ class SolverBase:
             )
 
     # --------------------------------------------------------------- contract
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` seconds and write the result into ``state_out``.
 
         ``state_in`` must be left untouched (except where a solver documents
         in-place use when ``state_in is state_out``). ``control`` and
         ``contacts`` may be ``None``. Must not synchronise with the host, so
         that it can be captured in a CUDA graph.
+
+        ``observables`` (keyword only): a container from this solver's :meth:`observables`; the
+        step fills its requested arrays. Implementations call :meth:`validate_observables` first
+        (or :func:`armillary.solvers.observables.begin_step`, which also fills the standard kinds).
         """
         raise NotImplementedError(f"{type(self).__name__}.step is not implemented")
+
+    # ------------------------------------------------------------ observables
+    @property
+    def supported_observables(self) -> frozenset[str]:
+        """The observable kinds :meth:`observables` accepts on this instance.
+
+        Defaults to the class's ``SUPPORTED_OBSERVABLES``; a solver narrows it per instance for a
+        configuration that cannot produce a kind (e.g. a backend without contact forces).
+        Applications query this property.
+        """
+        return frozenset(self.SUPPORTED_OBSERVABLES)
+
+    def observables(self, kinds, *, contacts=None, requires_grad: bool | None = None):
+        """Allocate a reusable container for the requested observable kinds.
+
+        The container belongs to this solver: pass it as ``step(..., observables=container)`` on
+        every step that needs the values; the step writes into its arrays. Allocate before graph
+        capture.
+
+        Args:
+            kinds: a set (any iterable but a string) of kind names; :class:`ObservableKind`
+                constants and literal strings are interchangeable. ``supported_observables``
+                requests everything this solver fills; an empty set allocates nothing.
+            contacts: the :class:`~armillary.Contacts` that size contact-indexed arrays (their
+                capacities, not the live count); required when such a kind is requested (defaults
+                to the solver's own ``contacts`` when it owns a buffer); must be on the solver's
+                device. Ignored otherwise.
+            requires_grad: whether the arrays require gradients; ``None`` follows the model.
+
+        Returns:
+            An instance of ``type(self).Observables`` with the requested arrays allocated (zeros)
+            and every other observable field ``None``.
+
+        Raises:
+            TypeError: ``kinds`` is a string or holds something other than nonempty strings; the
+                solver's ``Observables`` does not derive from :class:`SolverBase.Observables` or is
+                not an ``eq=False`` dataclass; ``contacts`` is not a ``Contacts``.
+            ValueError: a kind is not supported by this solver or has no (or no unique) field;
+                contacts are required but missing, or on another device.
+        """
+        from . import observables as _obs
+
+        return _obs.allocate(self, kinds, contacts=contacts, requires_grad=requires_grad)
+
+    def validate_observables(self, observables, contacts=None) -> None:
+        """Check a container before a step writes it; call at the start of :meth:`step`.
+
+        ``None`` passes. Records ``contacts`` as the layout of the contact-indexed arrays
+        (``Observables.contacts_for_kind``). No device work (safe during graph capture).
+
+        Raises:
+            TypeError: ``observables`` is not an ``Observables``, or ``contacts`` is not a
+                ``Contacts`` when one is needed.
+            ValueError: the container was allocated by another solver instance (or by none); a
+                contact-indexed kind is requested and ``contacts`` is missing, on another device,
+                or larger than the arrays were allocated for.
+        """
+        from . import observables as _obs
+
+        _obs.validate(self, observables, contacts)
 
     def notify_model_changed(self, flags: ModelFlags | int) -> None:
         """Tell the solver which groups of model arrays changed (:class:`ModelFlags`).
@@ -164,7 +282,10 @@ class SolverBase:
     def update_contacts(self, contacts, state=None) -> None:
         """Fill ``contacts.force`` with the contact forces of the last step.
 
-        Solvers that do not compute contact forces raise ``NotImplementedError``.
+        Deprecated: request ``ObservableKind.CONTACT_F`` with :meth:`observables` and pass the
+        container to :meth:`step` instead; a solver's own implementation warns with
+        ``NewtonDeprecationWarning`` when called. Solvers that do not compute contact forces raise
+        ``NotImplementedError``.
         """
         raise NotImplementedError(f"{type(self).__name__} does not report contact forces")
 

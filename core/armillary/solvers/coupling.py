@@ -186,7 +186,7 @@ class CouplingInterface:
 
         Who implements it: solvers that scale, compensate or disable gravity. Default: the
         model's per-world ``gravity`` for dynamic entities (a body's or particle's world; world
-        -1 takes world 0's gravity), zero for kinematic bodies, inactive particles and entities
+        -1 takes the global row, see :mod:`armillary.sim.gravity`), zero for kinematic bodies, inactive particles and entities
         with zero inverse mass. Device work only (graph-capturable).
         """
         import warp as wp

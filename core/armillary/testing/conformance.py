@@ -48,6 +48,10 @@ class Tolerances:
         friction_rel: relative error of the sliding deceleration ``mu g``.
         worlds_abs: largest difference between a replicated world and the
             single-world run (same solver) [m, m/s].
+        observable_rel: relative error of the standard solver observables
+            (``body_qdd`` of a falling body against ``g``, ``contact_f`` of a
+            resting box and ``body_parent_f`` of a hanging pendulum against
+            ``m g``).
     """
 
     free_fall_abs: float = 1e-3
@@ -60,6 +64,7 @@ class Tolerances:
     contact_speed: float = 0.02
     friction_rel: float = 0.15
     worlds_abs: float = 1e-5
+    observable_rel: float = 0.05
 
 
 def _xform(p, q=None):
@@ -103,6 +108,8 @@ class _Sim:
         if self.solver.capabilities.collision_pipeline and hasattr(model, "collide"):
             self.contacts = model.contacts()
         self.time = 0.0
+        self.observables = None
+        """A container from ``solver.observables()`` passed to every step when set."""
 
     @property
     def state(self):
@@ -125,7 +132,11 @@ class _Sim:
                 apply(self.state_0)
             if self.contacts is not None:
                 self.model.collide(self.state_0, self.contacts)
-            self.solver.step(self.state_0, self.state_1, self.control, self.contacts, self.dt)
+            if self.observables is not None:
+                self.solver.step(self.state_0, self.state_1, self.control, self.contacts, self.dt,
+                                 observables=self.observables)  # fmt: skip
+            else:
+                self.solver.step(self.state_0, self.state_1, self.control, self.contacts, self.dt)
             self.state_0, self.state_1 = self.state_1, self.state_0
             self.time += self.dt
             if record is not None:
@@ -167,7 +178,12 @@ class SolverConformance:
     ``reset`` restores the model's initial state (only the selected worlds
     when a ``world_mask`` is given, if ``reset_world_mask`` is declared); a
     model using an undeclared joint type, particles or several worlds is
-    rejected at construction with ``ValueError``.
+    rejected at construction with ``ValueError``. Solver observables: ``step``
+    takes ``observables=`` (keyword only, default ``None``); ``SUPPORTED_OBSERVABLES``
+    / ``supported_observables`` name kinds the solver's ``Observables`` declares
+    (one field each); unsupported, unknown and string requests and containers
+    of another solver instance are rejected; every supported kind is allocated,
+    filled with finite values by a step, without host synchronisation.
 
     Physical checks (per declared feature): ``rigid_bodies`` (free fall of a
     spinning body with an offset COM), ``particles`` (free fall),
@@ -178,7 +194,10 @@ class SolverConformance:
     ``kinematic_bodies`` (prescribed motion; with ``rigid_contacts``, a
     kinematic body pushes a dynamic one), ``multiple_worlds`` (overlapping
     replicated worlds evolve exactly like one world) and determinism
-    (``deterministic=True``: two runs are bit-identical).
+    (``deterministic=True``: two runs are bit-identical); and per supported
+    standard observable: ``body_qdd`` of a falling body is ``(g, 0)``,
+    ``contact_f`` of a resting box carries its weight, ``body_parent_f`` is
+    ``m g`` up for a pendulum hanging at rest and zero for a free falling body.
     """
 
     solver: ClassVar[Any] = None
@@ -267,6 +286,21 @@ class SolverConformance:
     def sim(self, model) -> _Sim:
         return _Sim(self, model)
 
+    def observe(self, sim: _Sim, kinds=None):
+        """Allocate ``sim.solver.observables(kinds)`` (default: every supported kind, with the
+        sim's contacts when needed) and pass it to every later ``sim.step``; returns it."""
+        solver = sim.solver
+        kinds = solver.supported_observables if kinds is None else kinds
+        contacts = sim.contacts
+        if contacts is None:
+            contacts = sim.model.contacts() if hasattr(sim.model, "contacts") else None
+        sim.observables = solver.observables(kinds, contacts=contacts)
+        return sim.observables
+
+    def require_observable(self, solver, kind: str):
+        if kind not in solver.supported_observables:
+            pytest.skip(f"{type(solver).__name__} does not support the {kind!r} observable")
+
     def _mixed_model(self, worlds: int = 1):
         """A small scene using whatever the solver declares (bodies, particles, ground)."""
         caps = self.capabilities()
@@ -348,13 +382,15 @@ class SolverConformance:
             "step() did not write state_out"
         )
 
-    def test_step_does_not_synchronise_with_the_host(self, monkeypatch):
+    def test_step_does_not_synchronise_with_the_host(self, monkeypatch, sim=None):
         if not self.graph_capturable:
             pytest.skip(f"{type(self).__name__} sets graph_capturable = False")
         import warp as wp
 
-        model, has_bodies = self._mixed_model()
-        sim = self.sim(model)
+        if sim is None:
+            sim = self.sim(self._mixed_model()[0])
+        model = sim.model
+        has_bodies = bool(model.body_count)
         if has_bodies:
             sim.set_body_qd(np.tile([[0.3, 0.0, 0.0, 0.0, 0.0, 1.0]], (model.body_count, 1)))
         sim.step(2)  # warm-up: kernels compiled, caches allocated
@@ -378,6 +414,198 @@ class SolverConformance:
             if hasattr(wp, name):
                 monkeypatch.setattr(wp, name, trap(f"wp.{name}"))
         sim.step(2)
+
+    def test_step_with_observables_does_not_synchronise_with_the_host(self, monkeypatch):
+        """Filling every supported observable keeps ``step`` free of host synchronisation."""
+        if not self.graph_capturable:
+            pytest.skip(f"{type(self).__name__} sets graph_capturable = False")
+        model, _ = self._mixed_model()
+        sim = self.sim(model)
+        if not sim.solver.supported_observables:
+            pytest.skip(f"{type(sim.solver).__name__} supports no observables")
+        self.observe(sim)
+        self.test_step_does_not_synchronise_with_the_host.__func__(self, monkeypatch, sim=sim)
+
+    # ========================================================= observables
+    def test_observables_contract(self):
+        """``step(..., observables=None)`` keyword; declarations, allocation and rejections."""
+        import dataclasses
+        import inspect
+
+        cls = self.solver_class()
+        name = cls.__name__
+        param = inspect.signature(cls.step).parameters.get("observables")
+        assert param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is None, (
+            f"{name}.step must take observables=None as a keyword-only parameter (SolverBase.step's signature)"
+        )
+        assert isinstance(cls.ObservableKind, type) and issubclass(cls.ObservableKind, SolverBase.ObservableKind), (
+            f"{name}.ObservableKind must subclass SolverBase.ObservableKind"
+        )
+        assert isinstance(cls.Observables, type) and issubclass(cls.Observables, SolverBase.Observables), (
+            f"{name}.Observables must subclass SolverBase.Observables"
+        )
+        assert dataclasses.is_dataclass(cls.Observables) and cls.Observables.__eq__ is object.__eq__, (
+            f"{name}.Observables must be a @dataclass(eq=False)"
+        )
+        model, _ = self._mixed_model()
+        sim = self.sim(model)
+        solver = sim.solver
+        supported = solver.supported_observables
+        assert all(isinstance(k, str) and k for k in supported), f"{name}.supported_observables: {supported!r}"
+        declared = {}
+        for f in dataclasses.fields(cls.Observables):
+            spec = f.metadata.get("solver_observable")
+            if spec is not None:
+                declared.setdefault(spec.kind or f.name, []).append(f.name)
+        for kind in supported:
+            assert len(declared.get(kind, ())) == 1, (
+                f"{name} supports {kind!r} but {cls.Observables.__name__} declares {declared.get(kind, [])} for it"
+            )
+        empty = solver.observables(set())
+        assert empty.kinds == frozenset() and empty.model is model
+        with pytest.raises(ValueError):
+            solver.observables({"no_such_observable_kind"})
+        with pytest.raises(TypeError):
+            solver.observables("body_qdd")
+        foreign = self.make_solver(model).observables(set())
+        with pytest.raises(ValueError):
+            solver.step(sim.state_0, sim.state_1, sim.control, sim.contacts, self.dt, observables=foreign)
+        solver.step(sim.state_0, sim.state_1, sim.control, sim.contacts, self.dt, observables=empty)
+        solver.step(sim.state_0, sim.state_1, sim.control, sim.contacts, self.dt, observables=None)
+
+    def test_observables_are_filled(self):
+        """Every supported kind is allocated; a step writes every row of the standard kinds."""
+        import dataclasses
+
+        model, has_bodies = self._mixed_model()
+        sim = self.sim(model)
+        solver = sim.solver
+        if not solver.supported_observables:
+            pytest.skip(f"{type(solver).__name__} supports no observables")
+        if has_bodies:
+            sim.set_body_qd(np.tile([[0.3, 0.0, 0.0, 0.0, 0.0, 1.0]], (model.body_count, 1)))
+        obs = self.observe(sim)
+        sentinel = {}
+        for f in dataclasses.fields(obs):
+            arr = getattr(obs, f.name)
+            spec = f.metadata.get("solver_observable")
+            if spec is None or arr is None:
+                continue
+            assert (spec.kind or f.name) in obs.kinds
+            standard = (spec.kind or f.name) in ("body_qdd", "body_parent_f", "contact_f")
+            if standard and arr.shape[0]:
+                arr.fill_(float("nan"))  # a row the step does not write stays NaN
+                sentinel[f.name] = arr
+        sim.step(3)
+        for fname, arr in sentinel.items():
+            assert np.isfinite(arr.numpy()).all(), f"observable {fname!r} was not (fully) written by step()"
+
+    def test_observable_body_qdd_of_a_falling_body(self):
+        """``body_qdd``: a falling body accelerates at ``(g, 0)``."""
+        self.require("rigid_bodies", joint_types=[JointType.FREE])
+        b = self.builder()
+        self.add_sphere_body(b, (0.0, 0.0, 10.0))
+        self.add_sphere_body(b, (1.0, 0.0, 10.0), com=(0.2, 0.0, 0.0))
+        model = self.finalize(b)
+        sim = self.sim(model)
+        self.require_observable(sim.solver, "body_qdd")
+        obs = self.observe(sim, {"body_qdd"})
+        sim.step(5)
+        g = self.gravity(model)
+        qdd = obs.body_qdd.numpy().astype(np.float64)
+        tol = self.tolerances.observable_rel * float(np.linalg.norm(g))
+        np.testing.assert_allclose(qdd[:, :3], np.tile(g, (2, 1)), atol=tol,
+                                   err_msg="body_qdd of a falling body is not g (linear part first, COM)")
+        np.testing.assert_allclose(qdd[:, 3:], 0.0, atol=tol, err_msg="body_qdd: angular part of a falling body")
+
+    def test_observable_contact_f_of_a_resting_box(self):
+        """``contact_f``: the contacts of a box resting on the ground carry its weight (force on body 0
+        by body 1, rows of inactive contacts zero)."""
+        self.require("rigid_bodies", "rigid_contacts", joint_types=[JointType.FREE])
+        h, mass = 0.1, 2.0
+        b = self.builder()
+        box = self.add_box_body(b, (0.0, 0.0, h), h=h, mass=mass)
+        b.add_ground_plane()
+        model = self.finalize(b)
+        sim = self.sim(model)
+        self.require_observable(sim.solver, "contact_f")
+        if sim.contacts is None:
+            pytest.skip("the conformance scenes give this solver no Contacts")
+        obs = self.observe(sim, {"contact_f"})
+        sim.step(int(round(0.5 / self.dt)))
+        contacts = obs.contacts
+        n = int(contacts.rigid_contact_count.numpy()[0])
+        f = obs.contact_f.numpy().astype(np.float64)
+        assert f.shape[0] == contacts.rigid_contact_max + contacts.soft_contact_max
+        shape_body = model.shape_body.numpy()
+        s0 = contacts.rigid_contact_shape0.numpy()[:n]
+        s1 = contacts.rigid_contact_shape1.numpy()[:n]
+        net = np.zeros(3)
+        for i in range(n):
+            if s0[i] >= 0 and shape_body[s0[i]] == box:
+                net += f[i, :3]
+            if s1[i] >= 0 and shape_body[s1[i]] == box:
+                net -= f[i, :3]
+        g = self.gravity(model)
+        weight = -mass * g
+        err = np.linalg.norm(net - weight)
+        assert err <= self.tolerances.observable_rel * np.linalg.norm(weight), (
+            f"contact_f on the resting box sums to {net} N, its weight is {weight} N "
+            "(rows hold the force on body 0 by body 1)"
+        )
+        assert not np.any(f[contacts.rigid_contact_max:]), "contact_f: soft-contact rows must be zero here"
+        inactive = f[n:contacts.rigid_contact_max]
+        assert not np.any(inactive), "contact_f: rows of inactive contacts must be zero"
+
+    def test_observable_body_parent_f(self):
+        """``body_parent_f``: ``m g`` up (no torque) for a pendulum hanging at rest (mean over its
+        last 0.2 s of 1 s); zero for a free falling body (FREE joints transmit only their ``joint_f``)."""
+        self.require("rigid_bodies")
+        caps = self.capabilities()
+        g_norm = 9.81
+        checked = 0
+        if JointType.REVOLUTE in caps.joint_types:
+            import warp as wp
+
+            L, mass = 0.5, 1.5
+            pivot = np.array([0.0, 0.0, 2.0])
+            b = self.builder()
+            link = b.add_link(xform=_xform(pivot - [0.0, 0.0, L]), mass=mass, inertia=_diag(0.01))
+            j = b.add_joint_revolute(
+                parent=-1, child=link, parent_xform=_xform(pivot), child_xform=_xform((0.0, 0.0, L)),
+                axis=wp.vec3(0.0, 1.0, 0.0),
+            )
+            b.add_articulation([j])
+            model = self.finalize(b)
+            sim = self.sim(model)
+            self.require_observable(sim.solver, "body_parent_f")
+            obs = self.observe(sim, {"body_parent_f"})
+            sim.step(int(round(0.8 / self.dt)))
+            samples = []  # mean over 0.2 s: penalty joints may still ring around the equilibrium
+            sim.step(int(round(0.2 / self.dt)), record=lambda s: samples.append(obs.body_parent_f.numpy()[0]))
+            g = self.gravity(model)
+            g_norm = float(np.linalg.norm(g))
+            f = np.mean(np.asarray(samples, dtype=np.float64), axis=0)
+            tol = self.tolerances.observable_rel * mass * g_norm
+            np.testing.assert_allclose(f[:3], -mass * g, atol=tol,
+                                       err_msg="body_parent_f of a hanging pendulum is not m g up (force first)")
+            np.testing.assert_allclose(f[3:], 0.0, atol=tol * L,
+                                       err_msg="body_parent_f of a hanging pendulum: torque about its COM")
+            checked += 1
+        if JointType.FREE in caps.joint_types:
+            b = self.builder()
+            self.add_sphere_body(b, (0.0, 0.0, 10.0), mass=2.0)
+            model = self.finalize(b)
+            sim = self.sim(model)
+            self.require_observable(sim.solver, "body_parent_f")
+            obs = self.observe(sim, {"body_parent_f"})
+            sim.step(5)
+            f = obs.body_parent_f.numpy().astype(np.float64)[0]
+            np.testing.assert_allclose(f, 0.0, atol=self.tolerances.observable_rel * 2.0 * g_norm,
+                                       err_msg="body_parent_f of a free falling body is not zero")
+            checked += 1
+        if not checked:
+            pytest.skip("the solver declares neither REVOLUTE nor FREE joints")
 
     def test_notify_model_changed_accepts_all_and_custom_flags(self):
         model, _ = self._mixed_model()

@@ -36,6 +36,17 @@ BODY_KINEMATIC = wp.constant(2)
 PARTICLE_ACTIVE = wp.constant(1)
 
 
+@wp.func
+def world_gravity(gravity: wp.array(dtype=wp.vec3), world: int):
+    """Model.gravity has one row per world and a last row for the global world -1."""
+    n = gravity.shape[0]
+    if n == 0:
+        return wp.vec3(0.0)
+    if world < 0 or world >= n:
+        return gravity[n - 1]
+    return gravity[world]
+
+
 @wp.kernel
 def shape_pose_kernel(
     shape_body: wp.array(dtype=wp.int32),
@@ -314,7 +325,7 @@ def step_kernel(
 
         if (not kinematic) and inv_m > 0.0:
             world = body_world[tid]
-            g = gravity[wp.clamp(world, 0, gravity.shape[0] - 1)]
+            g = world_gravity(gravity, world)
             wrench = wp.spatial_vector()
             if body_f.shape[0] > tid:
                 wrench = body_f[tid]
@@ -380,10 +391,10 @@ def step_kernel(
                 pf = wp.vec3(0.0)
                 if particle_f.shape[0] > tid:
                     pf = particle_f[tid]
-                pw = 0
+                pw = -1
                 if particle_world.shape[0] > tid:
-                    pw = wp.clamp(particle_world[tid], 0, gravity.shape[0] - 1)
-                pv = pv + (gravity[pw] + pf * inv_mp) * dt
+                    pw = particle_world[tid]
+                pv = pv + (world_gravity(gravity, pw) + pf * inv_mp) * dt
             x = x + pv * dt
         particle_q_out[tid] = x
         particle_qd_out[tid] = pv

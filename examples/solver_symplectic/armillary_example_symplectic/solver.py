@@ -15,6 +15,7 @@ import warp as wp
 from armillary.flags import ModelFlags
 from armillary.sim.enums import GeoType, JointType, ShapeFlags
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers.observables import begin_step
 
 from . import kernels
 
@@ -77,6 +78,8 @@ class SolverSymplecticEuler(SolverBase):
         ),
         deterministic=True,
     )
+    # solver observables this solver fills (docs/observables.md): the standard body accelerations
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd"})
 
     def __init__(
         self,
@@ -175,12 +178,15 @@ class SolverSymplecticEuler(SolverBase):
             self._build_shape_tables()
 
     # ------------------------------------------------------------------- step
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` into ``state_out`` (``control`` and ``contacts`` are unused).
 
         ``state_in`` is only read. Calling with ``state_in is state_out`` is
         allowed (the body state is first copied to internal scratch arrays).
+        ``observables``: a container from :meth:`observables` (``body_qdd``).
         """
+        # validates the container (it must come from this solver) and remembers the input state
+        observed = begin_step(self, observables, state_in, state_out, contacts)
         model = self.model
         n = max(self.body_count, self.particle_count)
         if n == 0:
@@ -256,3 +262,5 @@ class SolverSymplecticEuler(SolverBase):
             ],
             device=self.device,
         )
+        if observed is not None:
+            observed.finish(state_out, dt)  # body_qdd = (body_qd_out - body_qd_in) / dt

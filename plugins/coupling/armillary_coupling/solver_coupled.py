@@ -25,6 +25,7 @@ from armillary.launch import LaunchCache, replayer
 from armillary.sim.enums import BodyFlags, JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import ENDPOINT_BODY, ENDPOINT_PARTICLE, coupling_hook
+from armillary.solvers.observables import begin_step
 
 from . import kernels
 from .model_view import ModelView
@@ -133,6 +134,8 @@ class SolverCoupled(SolverBase):
     """
 
     capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, collision_pipeline=True)
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd"})
+    """``body_qdd`` of the reconciled state (``(body_qd_out - body_qd_in) / dt``)."""
 
     @dataclasses.dataclass
     class Entry:
@@ -701,15 +704,19 @@ class SolverCoupled(SolverBase):
         self._outputs_valid = True
         self._reconcile_state(state_in, state_out)
 
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Step every entry for ``dt`` seconds and reconcile owned results into ``state_out``.
 
         ``contacts`` (from the shared model's collision pipeline) is filtered per entry;
-        ``state_in`` is left untouched (``state_in is state_out`` is allowed).
+        ``state_in`` is left untouched (``state_in is state_out`` is allowed). ``observables``: a
+        container from :meth:`observables` (``body_qdd`` of the reconciled state).
         """
         if not float(dt) > 0.0:
             raise ValueError(f"{type(self).__name__}.step: dt must be > 0, got {dt!r}")
+        observed = begin_step(self, observables, state_in, state_out, contacts)
         self._step_coupled(state_in, state_out, control, contacts, float(dt))
+        if observed is not None:
+            observed.finish(state_out, float(dt))
 
     # ------------------------------------------------------------------ model changes and reset
     def notify_model_changed(self, flags) -> None:

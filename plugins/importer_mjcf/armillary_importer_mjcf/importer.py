@@ -675,6 +675,39 @@ class _Parser:
                              MJCFFileNotFoundError)  # fmt: skip
 
 
+def _mesh_geometry(trimesh, path: str):
+    """(vertices n x 3 float64, triangles m x 3 int64) of a mesh file, geometry only.
+
+    An OBJ's materials are not read (``skip_materials``: MuJoCo ignores them too) and a
+    multi-part file's parts are placed by their scene-graph transforms and joined with index
+    offsets, not through ``Scene.dump()`` / visual concatenation, which copy visuals and, for
+    texture coordinates without a resolvable material, fail with "No module named 'PIL'".
+    """
+    kwargs = {"skip_materials": True} if path.lower().endswith(".obj") else {}
+    loaded = trimesh.load(path, process=False, **kwargs)
+    if isinstance(loaded, trimesh.Scene):
+        placed = [(loaded.geometry.get(name), np.asarray(xf, dtype=np.float64))
+                  for xf, name in (loaded.graph[node] for node in loaded.graph.nodes_geometry)]
+    else:
+        placed = [(loaded, None)]
+    verts, faces, offset = [], [], 0
+    for g, xf in placed:
+        if g is None or not hasattr(g, "faces"):
+            continue
+        gv = np.asarray(g.vertices, dtype=np.float64).reshape(-1, 3)
+        gf = np.asarray(g.faces, dtype=np.int64).reshape(-1, 3)
+        if xf is not None:
+            gv = gv @ xf[:3, :3].T + xf[:3, 3]
+            if np.linalg.det(xf[:3, :3]) < 0.0:  # a mirroring placement keeps the faces outward
+                gf = gf[:, ::-1]
+        verts.append(gv)
+        faces.append(gf + offset)
+        offset += len(gv)
+    if not verts:
+        return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
+    return np.concatenate(verts), np.concatenate(faces)
+
+
 def _read_mesh_file(path: str, parser: _Parser, el):
     if not os.path.isfile(path):
         raise parser.loc.error(el, f"mesh file not found: {path!r}", MJCFFileNotFoundError)
@@ -686,9 +719,7 @@ def _read_mesh_file(path: str, parser: _Parser, el):
     except ImportError:  # pragma: no cover
         raise ImportError("importing MJCF meshes needs the 'trimesh' package (pip install trimesh)") from None
     try:
-        m = trimesh.load(path, force="mesh", process=False)
-        v = np.asarray(m.vertices, dtype=np.float64).reshape(-1, 3)
-        f = np.asarray(m.faces, dtype=np.int64).reshape(-1, 3)
+        v, f = _mesh_geometry(trimesh, path)
     except Exception as e:  # trimesh raises many kinds on corrupt files
         raise parser.err(el, f"cannot read mesh file {path!r}: {type(e).__name__}: {e}") from None
     if len(v) < 3 or len(f) == 0 or not np.all(np.isfinite(v)):

@@ -273,22 +273,42 @@ def _read_mesh_geometry(path: Path) -> tuple[np.ndarray, np.ndarray]:
         loaded = trimesh.load(str(path), process=False, **kwargs)
     except Exception as exc:  # trimesh raises many types for bad files
         raise ValueError(f"cannot load mesh {path}: {type(exc).__name__}: {exc}") from None
-    if isinstance(loaded, trimesh.Scene):  # every part in the scene's frame
-        parts = [g for g in (loaded.dump() if loaded.geometry else []) if hasattr(g, "faces")]
+    if isinstance(loaded, trimesh.Scene):
+        # every part placed by its scene-graph transform; not Scene.dump(), which copies the parts
+        # with their visuals (a texture-coordinate visual without a resolvable material holds a
+        # placeholder that raises "No module named 'PIL'" when copied)
+        placed = [(loaded.geometry.get(name), np.asarray(xf, dtype=np.float64))
+                  for xf, name in (loaded.graph[node] for node in loaded.graph.nodes_geometry)]
     else:
-        parts = [loaded] if hasattr(loaded, "faces") else []
-    parts = [g for g in parts if len(g.faces)]
+        placed = [(loaded, None)]
+    parts = []
+    for g, xf in placed:
+        if g is None or not hasattr(g, "faces") or len(g.faces) == 0:
+            continue
+        gv = np.asarray(g.vertices, dtype=np.float64)
+        gf = np.asarray(g.faces, dtype=np.int64).reshape(-1, 3)
+        # normals the file gave (they keep hard edges' vertices apart, as trimesh's own processing does)
+        gn = np.asarray(g._cache["vertex_normals"], dtype=np.float64) if "vertex_normals" in g._cache else None
+        if xf is not None:
+            gv = gv @ xf[:3, :3].T + xf[:3, 3]
+            gn = gn @ xf[:3, :3].T if gn is not None else None
+            if np.linalg.det(xf[:3, :3]) < 0.0:  # a mirroring placement keeps the faces outward
+                gf = gf[:, ::-1]
+        parts.append((gv, gf, gn))
     if not parts:
         raise ValueError(f"mesh file {path} holds no triangles")
-    verts, faces, offset = [], [], 0
-    for g in parts:
-        gv = np.asarray(g.vertices, dtype=np.float64)
-        faces.append(np.asarray(g.faces, dtype=np.int64) + offset)
+    verts, faces, normals, offset = [], [], [], 0
+    for gv, gf, gn in parts:
         verts.append(gv)
+        faces.append(gf + offset)
+        normals.append(gn)
         offset += len(gv)
+    vn = None
+    if all(n is not None and n.shape == v.shape for n, v in zip(normals, verts)):
+        vn = np.concatenate(normals)
     # the same clean-up ``trimesh.load(..., process=True)`` does (drop non-finite values, merge
-    # duplicate vertices), on the bare geometry so UV seams do not keep vertices apart
-    tm = trimesh.Trimesh(np.concatenate(verts), np.concatenate(faces), process=True)
+    # duplicate vertices), on the bare geometry: no visuals, no texture
+    tm = trimesh.Trimesh(np.concatenate(verts), np.concatenate(faces), vertex_normals=vn, process=True)
     if len(tm.faces) == 0:
         raise ValueError(f"mesh file {path} holds no triangles")
     return np.asarray(tm.vertices, dtype=np.float64), np.asarray(tm.faces, dtype=np.int64)

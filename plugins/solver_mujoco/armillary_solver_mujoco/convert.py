@@ -233,7 +233,13 @@ def convert_model(model, *, options: dict | None = None, include_sites: bool = T
     spec = mujoco.MjSpec()
     spec.compiler.degree = False
     spec.compiler.autolimits = True
-    g = decimal64(model.gravity.numpy().reshape(-1, 3)[0])
+    # Model.gravity: one row per world, the last for the global world (a single row without worlds);
+    # MuJoCo simulates world 0 with its row, global bodies (single-world models only) included
+    g_rows = decimal64(model.gravity.numpy().reshape(-1, 3))
+    g = g_rows[0]
+    if model.body_count and (model.body_world.numpy() < 0).any() and not np.array_equal(g_rows[-1], g):
+        note(f"global bodies (world -1) are simulated in world 0 under its gravity {g.tolist()}, not the global "
+             f"world's {g_rows[-1].tolist()}")  # fmt: skip
     spec.option.gravity = [float(x) for x in g]
     _apply_options(spec, model, options or {})
 

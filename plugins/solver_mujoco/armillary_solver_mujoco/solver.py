@@ -39,6 +39,7 @@ from armillary.launch import LaunchCache
 from armillary.sim.kinematics import eval_fk
 
 from . import attributes
+from . import observables as _observables
 from .convert import Conversion, convert_model
 from .host_state import HostStateWriter
 from .state_map import StateMap, qconj, qmul, qrot
@@ -117,6 +118,8 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         deterministic=True,
         collision_pipeline=True,
     )
+    SUPPORTED_OBSERVABLES = _observables.SUPPORTED_OBSERVABLES
+    """``body_qdd``; ``body_parent_f`` from MuJoCo's ``cfrc_int`` (C engine only; see :mod:`.observables`)."""
 
     def __init__(
         self,
@@ -259,7 +262,25 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._copy_unconverted = converted < int(self.model.joint_dof_count)
 
     # --------------------------------------------------------------- contract
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    @property
+    def supported_observables(self) -> frozenset[str]:
+        """``body_qdd`` and ``body_parent_f``; MuJoCo Warp: ``body_qdd`` only."""
+        return _observables.supported(self)
+
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
+        """Step every world once; ``observables``: a container from :meth:`observables`."""
+        if self._warp is None and self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
+            self._warn_once("contacts-ignored", "SolverMuJoCo(use_mujoco_contacts=True) detects contacts itself; the "
+                                                "contacts passed to step() are ignored")  # fmt: skip
+        observed = _observables.begin(self, observables, state_in, state_out, contacts)
+        try:
+            self._step(state_in, state_out, control, contacts, dt)
+        finally:
+            self._observe_parent = None
+        if observed is not None:
+            _observables.finish(self, observed, observables, state_out, control, dt)
+
+    def _step(self, state_in, state_out, control, contacts, dt: float) -> None:
         if self._warp is not None:
             if self._copy_unconverted and state_out is not state_in:
                 wp.copy(state_out.joint_q, state_in.joint_q)
@@ -268,9 +289,6 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
             return
         mujoco = self._mujoco
-        if self.use_mujoco_contacts and contacts is not None and not self.disable_contacts:
-            self._warn_once("contacts-ignored", "SolverMuJoCo(use_mujoco_contacts=True) detects contacts itself; the "
-                                                "contacts passed to step() are ignored")  # fmt: skip
         if self._pairs_of is not self.mj_models:  # per-world models replaced (notify_model_changed)
             self._pairs = list(zip(self.mj_models, self.mj_datas))
             self._pairs_of = self.mj_models
@@ -301,8 +319,11 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             if not self._ready:
                 for mw, d in self._pairs:
                     step1(mw, d)
-            for mw, d in self._pairs:
+            parent = self.__dict__.get("_observe_parent")  # body_parent_f requested (observables)
+            for w, (mw, d) in enumerate(self._pairs):
                 step2(mw, d)
+                if parent is not None:
+                    parent.capture(mujoco, w, mw, d)
                 step1(mw, d)
             self._ready = True
             plan[9]()  # MjData -> state_out (joint and body coordinates)
@@ -314,6 +335,10 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                 mujoco.mj_step(mw, d)
         else:
             self._step_with_contacts(state_in, contacts)
+        parent = self.__dict__.get("_observe_parent")  # body_parent_f requested (observables)
+        if parent is not None:
+            for w, (mw, d) in enumerate(self._pairs):
+                parent.capture(mujoco, w, mw, d)
         if plan[9] is not None and not self._has_kinematic:
             for mw, d in self._pairs:  # positions and velocities of the new state for the writer
                 mujoco.mj_kinematics(mw, d)
@@ -409,7 +434,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             n = len(arr) // max(len(conv.worlds), 1)
             if len(sm.d_off) > 1 and n and any(not np.array_equal(arr[o:o + n], arr[:n]) for o in sm.d_off[1:]):
                 return False
-        g = model.gravity.numpy().reshape(-1, 3)
+        g = model.gravity.numpy().reshape(-1, 3)[: max(int(model.world_count), 1)]  # world rows (not the global one)
         return bool(np.all(g == g[0]))
 
     def _kinematic_all_worlds(self):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warp as wp
 
+from armillary.sim.gravity import gravity_of_world
 from armillary.sim.spatial import ang, lin, spatial
 
 BODY_KINEMATIC = wp.constant(2)  # armillary.BodyFlags.KINEMATIC
@@ -225,11 +226,7 @@ def integrate_bodies_kernel(
         w = ang(qd)
         a = lin(F) * inv_m
         if inv_m > 0.0:
-            world = body_world[i]
-            if world < 0:
-                world = 0
-            if world < gravity.shape[0]:
-                a = a + gravity[world]
+            a = a + gravity_of_world(gravity, body_world[i])  # world -1: the last (global) row
         v1 = v + dt * a
         R = wp.quat_to_matrix(q)
         I_W = R * body_inertia[i] * wp.transpose(R)

@@ -57,6 +57,7 @@ import math
 import warp as wp
 
 from armillary.geometry.primitives import closest_point_triangle
+from armillary.sim.gravity import gravity_of_world
 
 PARTICLE_ACTIVE = wp.constant(1)  # armillary.ParticleFlags.ACTIVE
 HALF_PI = wp.constant(0.5 * math.pi)
@@ -545,8 +546,8 @@ def integrate_one(
     if f_ext.shape[0] > i:
         a = a + f_ext[i]
     a = a * w
-    if w > 0.0 and gravity.shape[0] > 0:
-        a = a + gravity[wp.clamp(world[i], 0, gravity.shape[0] - 1)]
+    if w > 0.0:
+        a = a + gravity_of_world(gravity, world[i])  # world -1: the last (global) row
     v1 = v0 + a * dt
     speed = wp.length(v1)
     if speed > max_velocity:

@@ -20,6 +20,7 @@ from armillary.launch import LaunchCache
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import CouplingInterface
+from armillary.solvers.observables import begin_step
 
 from . import kernels
 from .joint_kernels import eval_joint_forces, update_joint_state
@@ -157,6 +158,10 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         deterministic=False,  # atomics accumulate forces: order-dependent on GPUs unless `deterministic` is set
         collision_pipeline=True,
     )
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd", "body_parent_f", "contact_f"})
+    """``body_qdd``; ``contact_f`` from the penalty forces; ``body_parent_f`` by Newton-Euler from
+    the step's accelerations (particle-contact reactions and angular damping count as joint
+    wrench)."""
 
     def __init__(
         self,
@@ -364,12 +369,13 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         self._remember(entry)
 
     # ------------------------------------------------------------------ step
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` [s] into ``state_out`` (``state_in is state_out`` allowed).
 
         ``control`` may be ``None`` (the model's drive targets, no ``joint_f``); ``contacts`` may
         be ``None`` (nothing collides). Raises ``ValueError`` (before any launch) for a bad
-        ``dt`` or a missing / mis-shaped / mis-typed / foreign-device array.
+        ``dt`` or a missing / mis-shaped / mis-typed / foreign-device array. ``observables``: a
+        container from :meth:`observables` (``SUPPORTED_OBSERVABLES``) filled by this step.
         """
         try:
             dt = float(dt)
@@ -381,6 +387,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         self._check_state(state_out, "state_out")
         self._check_control(control)
         self._check_contacts(contacts)
+        observed = begin_step(self, observables, state_in, state_out, contacts)
 
         model, dev, nb = self.model, self.device, self.body_count
         launch = self._launches.launch
@@ -431,6 +438,8 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
             if jq is not None and jqd is not None:
                 update_joint_state(model, state_out.body_q, state_out.body_qd, jq, jqd)
         self._last_dt = dt
+        if observed is not None:
+            observed.finish(state_out, dt, contact_force=self._contact_force if rigid_max else None)
 
     # ------------------------------------------------------------------ contact forces
     def update_contacts(self, contacts, state=None) -> None:

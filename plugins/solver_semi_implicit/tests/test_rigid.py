@@ -75,7 +75,7 @@ def test_projectile_is_the_exact_symplectic_euler_recurrence():
 
 
 def test_per_world_gravity_and_global_bodies():
-    """Each body falls with its world's Model.gravity; a global body (world -1) takes world 0's."""
+    """Each body falls with its world's Model.gravity; a global body (world -1) takes the last (global) row."""
     t = armillary.ModelBuilder()
     _body(t, (0.0, 0.0, 1.0))
     b = armillary.ModelBuilder()
@@ -84,12 +84,13 @@ def test_per_world_gravity_and_global_bodies():
     model = b.finalize(device="cpu")
     model.set_gravity((0.0, 0.0, -9.81), world=0)
     model.set_gravity((1.0, 0.0, -3.0), world=1)
+    model.set_gravity((0.0, 2.0, -5.0), world=-1)
     worlds = model.body_world.numpy()
     assert sorted(worlds.tolist()) == [-1, 0, 1]
     n, dt = 50, 1.0e-3
     _, s = _run(model, n, dt, angular_damping=0.0)
     v = s.body_qd.numpy()[:, :3]
-    g = {0: [0.0, 0.0, -9.81], 1: [1.0, 0.0, -3.0], -1: [0.0, 0.0, -9.81]}
+    g = {0: [0.0, 0.0, -9.81], 1: [1.0, 0.0, -3.0], -1: [0.0, 2.0, -5.0]}
     for i, w in enumerate(worlds):
         np.testing.assert_allclose(v[i], np.array(g[int(w)]) * n * dt, rtol=1e-5, atol=1e-7)
 

@@ -11,17 +11,12 @@ from __future__ import annotations
 import warp as wp
 
 from armillary.geometry.primitives import closest_point_triangle
-
+from armillary.sim.gravity import gravity_of_world
 from armillary.sim.spatial import skew
 
 PARTICLE_ACTIVE = wp.constant(1)
 MEMBRANE_STVK = wp.constant(0)
 MEMBRANE_NEO_HOOKEAN = wp.constant(1)
-
-
-@wp.func
-def world_index(w: int, n: int):
-    return wp.clamp(w, 0, n - 1)
 
 
 @wp.func
@@ -51,7 +46,7 @@ def predict_kernel(
     x_prev[v] = xp
     contact_count[v] = 0
     if is_free(v, inv_mass, flags):
-        g = gravity[world_index(particle_world[v], gravity.shape[0])]
+        g = gravity_of_world(gravity, particle_world[v])
         a = g
         if f_ext.shape[0] > v:
             a = a + f_ext[v] * inv_mass[v]

@@ -26,6 +26,7 @@ wp.set_module_options({"enable_backward": False})
 
 BODY_KINEMATIC = wp.constant(2)
 
+from armillary.sim.gravity import gravity_of_world  # noqa: E402  (world -1: the last, global row)
 from armillary.sim.kinematics_kernels import JT_BALL as J_BALL  # noqa: E402  (the core's joint-type codes)
 from armillary.sim.kinematics_kernels import JT_D6 as J_D6  # noqa: E402
 from armillary.sim.kinematics_kernels import JT_DISTANCE as J_DISTANCE  # noqa: E402
@@ -170,11 +171,7 @@ def begin_step_kernel(
     w = wp.spatial_bottom(body_qd[b])
     x0 = xc + v * dt  # initial iterate (below)
     if is_dynamic(b, body_inv_mass, body_flags):
-        ng = gravity.shape[0]
-        gi = wp.clamp(body_world[b], 0, ng - 1)
-        g = wp.vec3(0.0)
-        if ng > 0:
-            g = gravity[gi]
+        g = gravity_of_world(gravity, body_world[b])  # world -1: the last (global) row
         # adaptive initial iterate (VBD): the momentum prediction plus the last step's
         # acceleration along gravity, clamped to [0, |g|]: a body at rest starts at its previous
         # (equilibrium) pose, so an unconverged solve does not sag by g dt^2 per step, and a

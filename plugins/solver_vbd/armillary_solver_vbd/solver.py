@@ -28,6 +28,7 @@ from armillary.flags import ModelFlags, StateFlags
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import CouplingInterface
+from armillary.solvers.observables import begin_step
 
 from . import kernels
 from .config import AVBDConfig, SelfContactConfig
@@ -171,6 +172,8 @@ class SolverVBD(SolverBase, CouplingInterface):
         deterministic=False,
         collision_pipeline=True,
     )
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd"})
+    """``body_qdd``: the mean acceleration of the step, ``(body_qd_out - body_qd_in) / dt``."""
 
     class JointSlot:
         """Structural constraint slots of :meth:`SolverVBD.set_joint_constraint_mode`.
@@ -518,11 +521,12 @@ class SolverVBD(SolverBase, CouplingInterface):
                 self._check_array(control, "control", name, n, wp.float32, False)
 
     # ------------------------------------------------------------------ step
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` [s] into ``state_out`` (``state_in`` is not modified).
 
         ``contacts`` may be ``None``: with a solver-owned ``collision_pipeline`` the solver
-        detects contacts from ``state_in`` itself, otherwise nothing collides.
+        detects contacts from ``state_in`` itself, otherwise nothing collides. ``observables``:
+        a container from :meth:`observables` (``SUPPORTED_OBSERVABLES``) filled by this step.
         """
         dt = float(dt)
         if not (math.isfinite(dt) and dt > 0.0):
@@ -536,6 +540,7 @@ class SolverVBD(SolverBase, CouplingInterface):
             contacts = self.collision_pipeline.collide(state_in)
         if contacts is not None and str(getattr(contacts, "device", self.device)) != str(self.device):
             raise ValueError(f"SolverVBD.step: contacts are on {contacts.device}, the model on {self.device}")
+        observed = begin_step(self, observables, state_in, state_out, contacts)
 
         rigid, parts = self._rigid, self._particles
         if self.body_count:
@@ -565,6 +570,8 @@ class SolverVBD(SolverBase, CouplingInterface):
             parts.end_step(state_in, state_out, dt)
         if self._track_impulse and self.body_count:
             self._accumulate_impulse(state_out, contacts, dt, body_q, body_q_prev)
+        if observed is not None:
+            observed.finish(state_out, dt)
 
     def _zero_ext(self) -> None:
         self._ext_f.zero_()

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from armillary.sim.gravity import gravity_of_world
+
 wp.set_module_options({"enable_backward": False})
 
 BODY_KINEMATIC = wp.constant(2)
@@ -50,11 +52,6 @@ LIMIT_INF = wp.constant(1.0e9)
 
 
 # --------------------------------------------------------------------------- helpers
-@wp.func
-def world_index(w: int, n: int):
-    return wp.clamp(w, 0, n - 1)
-
-
 @wp.func
 def body_inv_mass_of(
     b: int,
@@ -278,7 +275,7 @@ def integrate_kernel(
                 v = wp.vec3(0.0)
                 w = wp.vec3(0.0)  # left untouched: its owner moves it
             elif (not kinematic) and inv_m > 0.0:
-                g = gravity[world_index(body_world[tid], gravity.shape[0])]
+                g = gravity_of_world(gravity, body_world[tid])
                 f = wp.vec3(0.0)
                 tau = wp.vec3(0.0)
                 if body_f.shape[0] > tid:
@@ -313,7 +310,7 @@ def integrate_kernel(
                     active = False  # left untouched: its owner moves it
             inv_mp = particle_inv_mass[tid]
             if active and inv_mp > 0.0:
-                g = gravity[world_index(particle_world[tid], gravity.shape[0])]
+                g = gravity_of_world(gravity, particle_world[tid])
                 pf = wp.vec3(0.0)
                 if particle_f.shape[0] > tid:
                     pf = particle_f[tid]

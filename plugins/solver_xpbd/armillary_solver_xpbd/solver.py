@@ -15,6 +15,7 @@ import warp as wp
 from armillary.flags import ModelFlags
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers.observables import begin_step
 
 from . import kernels
 
@@ -138,6 +139,9 @@ class SolverXPBD(SolverBase):
         deterministic=False,  # atomics accumulate corrections (order-dependent on GPUs)
         collision_pipeline=True,
     )
+    SUPPORTED_OBSERVABLES = frozenset({"body_qdd", "body_parent_f", "contact_f"})
+    """``body_qdd``; ``contact_f`` from the accumulated contact impulses / dt (approximate, as
+    :meth:`update_contacts`); ``body_parent_f`` by Newton-Euler from the step's accelerations."""
 
     def __init__(
         self,
@@ -361,13 +365,15 @@ class SolverXPBD(SolverBase):
         avoids the per-thread argument setup and keeps the item order)."""
         return 1 if self.device.is_cpu else max(int(n), 1)
 
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` into ``state_out`` (``state_in is state_out`` is allowed).
 
         ``contacts`` (from ``armillary.CollisionPipeline`` / ``Model.collide``) may be ``None``:
         then nothing collides. ``control`` may be ``None``: the model's drive targets are used
-        and no joint forces are applied.
+        and no joint forces are applied. ``observables``: a container from :meth:`observables`
+        (``SUPPORTED_OBSERVABLES``) filled by this step.
         """
+        observed = begin_step(self, observables, state_in, state_out, contacts)
         model, dev = self.model, self.device
         dt = float(dt)
         nb, npart = self.body_count, self.particle_count
@@ -573,6 +579,26 @@ class SolverXPBD(SolverBase):
                 # only the first pass uses the start-of-step velocity as reference; later passes
                 # see the corrected velocity and add nothing unless another contact undid it
         self._last_dt = dt
+        if observed is not None:
+            observed.finish(state_out, dt, contact_force=self._observed_contact_force(contacts, rigid_max, dt))
+
+    def _observed_contact_force(self, contacts, rigid_max: int, dt: float):
+        """The step's rigid contact forces (``spatial_vector`` rows ``(f, 0)``, f = force of shape 0
+        on shape 1, as :meth:`update_contacts`) for the observables; ``None`` without contacts."""
+        if not rigid_max or contacts is None:
+            return None
+        out = getattr(self, "_contact_force_obs", None)
+        if out is None or out.shape[0] != rigid_max:
+            out = self._contact_force_obs = wp.zeros(rigid_max, dtype=wp.spatial_vector, device=self.device)
+        model = self.model
+        wp.launch(kernels.contact_force_kernel, dim=rigid_max,
+                  inputs=[1.0 / (dt * dt), 1 if self.rigid_contact_con_weighting else 0,
+                          contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                          model.shape_body, model.body_inv_mass, model.body_flags,
+                          self.body_mask if self.body_mask is not None else self._empty_i,
+                          self._body_contact_count, self._contact_impulse],
+                  outputs=[out], device=self.device)  # fmt: skip
+        return out
 
     # ------------------------------------------------------------- contact forces
     def update_contacts(self, contacts, state=None) -> None:
