@@ -1,15 +1,24 @@
 """Warp kernels of :class:`~armillary_solver_featherstone.solver.SolverFeatherstone`.
 
-One step is at most three launches:
+One step is two launches:
 
 1. ``contact_wrench_kernel`` (one thread per rigid contact, only when contacts are passed):
-   penalty forces from shape materials, accumulated per body as world wrenches about the
-   body's COM (``body_f_contact``, zeroed just before);
+   penalty forces from shape materials with the contact-stiffness floor (from each body's
+   articulated inverse inertia of the previous step), accumulated per body as world wrenches
+   about the body's COM (``body_f_contact``), with the implicit stiffness/damping as per-body
+   6x6 twist-space matrices (``body_K_contact``; both zeroed just before) and a flag on every
+   body near a contact (cleared by the articulation kernel that reads it);
 2. ``articulation_step_kernel`` (one thread per articulation, all worlds at once): forward
    kinematics of the input coordinates, recursive Newton-Euler bias forces with gravity as a
-   base acceleration, composite-rigid-body mass matrix, joint forces (``joint_f``, drives,
-   limits, springs, damping), mimic reduction and kinematic locking, dense Cholesky solve,
-   semi-implicit Euler on the joint manifold and forward kinematics of the result.
+   base acceleration (the articulation's world row of ``Model.gravity``, the last row for the
+   global world), composite-rigid-body mass matrix, joint forces (``joint_f``, drives, limits,
+   springs, damping), the articulated inverse inertia of the flagged bodies (for the next
+   step's contact floor), the implicit contact terms, mimic reduction and kinematic locking,
+   dense Cholesky solve, semi-implicit Euler on the joint manifold and forward kinematics of
+   the result.
+
+``implicit_contact_force_kernel`` (``update_contacts``) evaluates the contact forces the implicit
+step applied, from the velocities after it.
 
 Spatial algebra is world-frame about a per-articulation reference point ``O`` (the origin of
 the articulation's first body), as in :mod:`armillary.sim.dynamics_kernels`, whose motion
@@ -28,6 +37,7 @@ from armillary.sim.spatial import (
     lin,
     skew,
     spatial,
+    twist_at,
     twist_cross,
     world_inertia,
     wrench_cross,
@@ -35,6 +45,9 @@ from armillary.sim.spatial import (
 
 #: ``Model.body_flags`` bit of kinematic bodies (``armillary.sim.enums.BodyFlags.KINEMATIC``)
 BODY_KINEMATIC = wp.constant(2)
+
+#: friction gain floor in units of ``m_eff / contact_time`` (see ``contact_wrench_kernel``)
+FRICTION_FLOOR = wp.constant(20.0)
 
 #: drive modes (``armillary.sim.enums.JointTargetMode``)
 MODE_NONE = wp.constant(0)
@@ -84,6 +97,37 @@ def shift_twist_matrix(K_W: wp.spatial_matrix, O: wp.vec3) -> wp.spatial_matrix:
     return wp.transpose(A) * K_W * A
 
 
+@wp.func
+def contact_inverse_mass(
+    b: int,
+    p_W: wp.vec3,
+    n: wp.vec3,
+    X_WB: wp.transform,
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_articulation: wp.array(dtype=wp.int32),
+    body_Ainv: wp.array(dtype=wp.spatial_matrix),
+) -> float:
+    """``j^T A_b j``: the inverse effective mass [1/kg] that body ``b`` contributes to a unit normal
+    force ``n`` at ``p_W``, from its articulated inverse inertia ``body_Ainv[b]`` (about its COM,
+    written by the articulation kernel of the previous step) or, until there is one, from the body
+    alone. Kinematic bodies and bodies outside every articulation are immovable (0)."""
+    if b < 0:
+        return 0.0
+    if body_articulation[b] < 0 or (body_flags[b] & BODY_KINEMATIC) != 0:
+        return 0.0
+    r = p_W - wp.transform_point(X_WB, body_com[b])
+    rn = wp.cross(r, n)
+    Ab = body_Ainv[b]
+    if Ab[0, 0] > 0.0:
+        j = spatial(n, rn)
+        return wp.dot(j, Ab * j)
+    R = wp.quat_to_matrix(wp.transform_get_rotation(X_WB))
+    return body_inv_mass[b] + wp.dot(rn, (R * body_inv_inertia[b] * wp.transpose(R)) * rn)
+
+
 @wp.kernel
 def contact_wrench_kernel(
     # Model:
@@ -93,9 +137,13 @@ def contact_wrench_kernel(
     shape_material_kf: wp.array(dtype=float),
     shape_material_mu: wp.array(dtype=float),
     body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
     body_flags: wp.array(dtype=wp.int32),
     body_articulation: wp.array(dtype=wp.int32),
+    body_Ainv: wp.array(dtype=wp.spatial_matrix),
     friction_smoothing: float,
+    contact_time: float,
     dt: float,
     # State in:
     body_q: wp.array(dtype=wp.transform),
@@ -116,23 +164,39 @@ def contact_wrench_kernel(
     body_f_contact_out: wp.array(dtype=wp.spatial_vector),
     contact_force_out: wp.array(dtype=wp.vec3),
     body_K_contact_out: wp.array(dtype=wp.spatial_matrix),
+    body_contact_flag_out: wp.array(dtype=wp.int32),
+    contact_point_out: wp.array(dtype=wp.vec3),
+    contact_vrel_out: wp.array(dtype=wp.vec3),
+    contact_slope_out: wp.array(dtype=wp.vec2),
 ):
     """Penalty contact force of one rigid contact, linearly implicit in the new velocity.
 
     Penetration ``d = -(n . (p1_W - p0_W) - margin0 - margin1)`` (p = the contact points
     in world, n from shape 0 to shape 1); for ``d > 0`` the force on shape 1 is
-    ``n (ke (d - dt vn) - kd min(vn, 0)) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
-    ``f_t = -min(kf |vt|, mu fn) vt / |vt|_s`` Coulomb friction regularised by a viscous
-    law below the sliding speed where ``kf |vt| = mu fn`` (``|vt|_s`` is smoothed by
-    ``friction_smoothing`` [m/s]). Materials are the mean of the two shapes', except where the
-    per-contact ``contact_stiffness`` / ``contact_damping`` / ``contact_friction`` (``ke``,
-    ``kd``, ``mu``; empty arrays allowed) are > 0, e.g. hydroelastic contacts. Shape 0 gets
-    the opposite force. ``contact_force_out[k]`` is the force on shape 1 (world, N).
+    ``n max(k (d - dt vn) - c vn, 0) + f_t`` with ``vn = n . (v1 - v0)`` the separating speed and
+    ``f_t = -min(kf, mu fn / |vt|_s) vt``: Coulomb friction regularised by a viscous law
+    below the sliding speed where ``kf |vt| = mu fn`` (``|vt|_s`` is smoothed by
+    ``friction_smoothing`` [m/s]; the Coulomb bound uses the start-of-step ``fn``), treated as a
+    viscous law of that gain in the implicit step, so that it can stop a slip but never reverse
+    it. Materials are the mean of the two shapes', except where the per-contact
+    ``contact_stiffness`` / ``contact_damping`` / ``contact_friction`` (``ke``, ``kd``, ``mu``;
+    empty arrays allowed) are > 0, e.g. hydroelastic contacts. Shape 0 gets the opposite force.
+    ``contact_force_out[k]`` is the force on shape 1 (world, N) at the start of the step;
+    ``contact_point_out`` / ``contact_vrel_out`` / ``contact_slope_out`` keep what
+    :func:`implicit_contact_force_kernel` needs to evaluate it at the end of the step.
+
+    Stiffness floor: with ``contact_time = tau > 0`` the normal law is never softer than a
+    critically damped spring of time constant ``tau`` on the contact's effective mass
+    ``m = 1 / (j^T A j)`` (``A`` the bodies' articulated inverse inertias, lagged one step):
+    ``k = max(ke, m / tau^2)``, ``c = max(kd, 2 m / tau)``, friction gain
+    ``kf = max(kf, FRICTION_FLOOR m / tau)`` (per-contact stiffness overrides, e.g. hydroelastic,
+    are used as given). So a robot rests at a penetration of about ``g tau^2`` whatever its
+    mass, close to MuJoCo's default soft contacts.
 
     Implicit part (as the joint drives and limits): the normal force is evaluated at the
     predicted penetration ``d - dt vn``, and each body in contact gets the twist-space matrix
     ``J^T C J`` (``body_K_contact_out``, about the world origin) with the point stiffness
-    ``C = (dt^2 ke + dt kd [vn < 0]) n n^T + dt kf [viscous friction] (I - n n^T)``; the
+    ``C = (dt^2 k + dt c) n n^T + dt h_t (I - n n^T)`` (``h_t`` the friction gain); the
     articulation kernel adds ``sum J^T C J`` to the mass matrix, so that ``(M + H) qdd = tau``
     is the implicit Euler step of the linearised contact. Stiff contacts on light links (many
     contacts of one pair, links overlapping at rest) then stay stable at any ``dt``; the
@@ -145,6 +209,7 @@ def contact_wrench_kernel(
     if k >= contact_count[0]:
         contact_force_out[k] = wp.vec3(0.0)
         return
+    contact_slope_out[k] = wp.vec2(0.0)
     s0 = contact_shape0[k]
     s1 = contact_shape1[k]
     if s0 < 0 or s1 < 0:
@@ -163,9 +228,6 @@ def contact_wrench_kernel(
     p0_W = wp.transform_point(X_W0, contact_point0[k]) + n * contact_margin0[k]
     p1_W = wp.transform_point(X_W1, contact_point1[k]) - n * contact_margin1[k]
     d = -wp.dot(n, p1_W - p0_W)
-    if d <= 0.0:
-        contact_force_out[k] = wp.vec3(0.0)
-        return
     p_W = 0.5 * (p0_W + p1_W)
     v0 = wp.vec3(0.0)
     v1 = wp.vec3(0.0)
@@ -177,37 +239,59 @@ def contact_wrench_kernel(
         v1 = lin(body_qd[b1]) + wp.cross(ang(body_qd[b1]), p_W - com1)
     v_rel = v1 - v0
     vn = wp.dot(n, v_rel)
+    # bodies in contact or about to be (within two steps at the current approach speed) get their
+    # articulated inverse inertia computed for the next step's stiffness floor
+    if d - 2.0 * dt * vn > 0.0:
+        if b0 >= 0:
+            body_contact_flag_out[b0] = 1
+        if b1 >= 0:
+            body_contact_flag_out[b1] = 1
+    if d <= 0.0:
+        contact_force_out[k] = wp.vec3(0.0)
+        return
     ke = 0.5 * (shape_material_ke[s0] + shape_material_ke[s1])
     kd = 0.5 * (shape_material_kd[s0] + shape_material_kd[s1])
     kf = 0.5 * (shape_material_kf[s0] + shape_material_kf[s1])
     mu = 0.5 * (shape_material_mu[s0] + shape_material_mu[s1])
+    floor = contact_time > 0.0
     if contact_stiffness.shape[0] > k:
         if contact_stiffness[k] > 0.0:
             ke = contact_stiffness[k]
+            floor = False
     if contact_damping.shape[0] > k:
         if contact_damping[k] > 0.0:
             kd = contact_damping[k]
     if contact_friction.shape[0] > k:
         if contact_friction[k] > 0.0:
             mu = contact_friction[k]
-    fn = wp.max(ke * (d - dt * vn) - kd * wp.min(vn, 0.0), 0.0)
+    if floor:
+        inv_m = contact_inverse_mass(b0, p_W, n, X_W0, body_com, body_inv_mass, body_inv_inertia, body_flags,
+                                     body_articulation, body_Ainv) + contact_inverse_mass(
+            b1, p_W, n, X_W1, body_com, body_inv_mass, body_inv_inertia, body_flags, body_articulation, body_Ainv)
+        if inv_m > 0.0:
+            m_eff = 1.0 / inv_m
+            ke = wp.max(ke, m_eff / (contact_time * contact_time))
+            kd = wp.max(kd, 2.0 * m_eff / contact_time)
+            kf = wp.max(kf, FRICTION_FLOOR * m_eff / contact_time)
+    fn = wp.max(ke * (d - dt * vn) - kd * vn, 0.0)
     vt = v_rel - n * vn
     vt_len = wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)
-    ft = wp.vec3(0.0)
+    # friction as a viscous law of gain h_t = min(kf, mu fn / |vt|): the Coulomb force at the
+    # current slip, and implicit like the normal damping, so it can stop the slip but never reverse it
     h_t = float(0.0)
     if vt_len > 0.0:
-        ft = -vt * (wp.min(kf * vt_len, mu * fn) / vt_len)
-        if kf * vt_len < mu * fn:
-            h_t = dt * kf  # viscous (sticking) friction: implicit like the normal damping
+        h_t = wp.min(kf, mu * fn / vt_len)
+    ft = -h_t * vt
     f1 = n * fn + ft
     contact_force_out[k] = f1
     if fn <= 0.0:
         return
-    h_n = dt * dt * ke
-    if vn < 0.0:
-        h_n = h_n + dt * kd
+    h_n = dt * ke + kd
+    contact_point_out[k] = p_W
+    contact_vrel_out[k] = v_rel
+    contact_slope_out[k] = wp.vec2(h_n, h_t)
     nn = wp.outer(n, n)
-    C = h_n * nn + h_t * (wp.identity(n=3, dtype=float) - nn)
+    C = dt * (h_n * nn + h_t * (wp.identity(n=3, dtype=float) - nn))
     if b0 >= 0 and b1 >= 0:
         if body_articulation[b0] >= 0 and body_articulation[b0] == body_articulation[b1]:
             C = 2.0 * C
@@ -220,6 +304,50 @@ def contact_wrench_kernel(
         com0 = wp.transform_point(X_W0, body_com[b0])
         wp.atomic_add(body_f_contact_out, b0, spatial(-f1, wp.cross(p_W - com0, -f1)))
         wp.atomic_add(body_K_contact_out, b0, K)
+
+
+@wp.kernel
+def implicit_contact_force_kernel(
+    shape_body: wp.array(dtype=wp.int32),
+    body_com: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    n_contacts: int,
+    contact_count: wp.array(dtype=wp.int32),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    contact_normal: wp.array(dtype=wp.vec3),
+    contact_force: wp.array(dtype=wp.vec3),
+    contact_point: wp.array(dtype=wp.vec3),
+    contact_vrel: wp.array(dtype=wp.vec3),
+    contact_slope: wp.array(dtype=wp.vec2),
+    force_out: wp.array(dtype=wp.vec3),
+):
+    """The contact force of the last step as the implicit solve applied it: the start-of-step force
+    plus its linearisation in the new velocity (``body_q`` / ``body_qd`` after the step),
+    ``f - (dt k + c) (vn' - vn) n - kf (vt' - vt)`` (the friction term only where it was viscous)."""
+    k = wp.tid()
+    if k >= n_contacts:
+        return
+    if k >= contact_count[0]:
+        force_out[k] = wp.vec3(0.0)
+        return
+    f = contact_force[k]
+    h = contact_slope[k]
+    if h[0] > 0.0 or h[1] > 0.0:
+        p = contact_point[k]
+        n = contact_normal[k]
+        b0 = shape_body[contact_shape0[k]]
+        b1 = shape_body[contact_shape1[k]]
+        v = wp.vec3(0.0)
+        if b1 >= 0:
+            v = v + lin(body_qd[b1]) + wp.cross(ang(body_qd[b1]), p - wp.transform_point(body_q[b1], body_com[b1]))
+        if b0 >= 0:
+            v = v - lin(body_qd[b0]) - wp.cross(ang(body_qd[b0]), p - wp.transform_point(body_q[b0], body_com[b0]))
+        dv = v - contact_vrel[k]
+        dvn = wp.dot(n, dv)
+        f = f - n * (h[0] * dvn) - h[1] * (dv - n * dvn)
+    force_out[k] = f
 
 
 @wp.func
@@ -293,7 +421,6 @@ def rotate_by(w: wp.vec3, dt: float) -> wp.quat:
 def integrate_joint(
     j: int,
     dt: float,
-    angular_damping: float,
     joint_type: wp.array(dtype=wp.int32),
     joint_X_c: wp.array(dtype=wp.transform),
     joint_child: wp.array(dtype=wp.int32),
@@ -309,8 +436,8 @@ def integrate_joint(
 
     Scalar coordinates: ``q += dt qd``. BALL: ``R <- exp(dt w) R`` (``w`` in the parent anchor
     frame). FREE-like: the COM moves by ``dt v`` and the rotation as for BALL; the stored
-    position (child anchor origin) follows from both. ``angular_damping`` [1/s] scales the
-    angular velocity of FREE-like joints by ``max(1 - angular_damping dt, 0)``.
+    position (child anchor origin) follows from both. No velocity is damped here: a torque-free
+    FREE body keeps its angular momentum.
     """
     qs = joint_q_start[j]
     ds = joint_qd_start[j]
@@ -327,7 +454,6 @@ def integrate_joint(
     elif jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
         v = wp.vec3(joint_qd_new[ds], joint_qd_new[ds + 1], joint_qd_new[ds + 2])
         w = wp.vec3(joint_qd_new[ds + 3], joint_qd_new[ds + 4], joint_qd_new[ds + 5])
-        w = w * wp.max(1.0 - angular_damping * dt, 0.0)
         t = wp.vec3(joint_q_in[qs], joint_q_in[qs + 1], joint_q_in[qs + 2])
         r = wp.quat(joint_q_in[qs + 3], joint_q_in[qs + 4], joint_q_in[qs + 5], joint_q_in[qs + 6])
         r = wp.normalize(r)
@@ -347,6 +473,84 @@ def integrate_joint(
             qd = joint_qd_new[ds + i]
             joint_qd_out[ds + i] = qd
             joint_q_out[qs + i] = joint_q_in[qs + i] + dt * qd
+
+
+@wp.func
+def reduce_system(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    n: int,
+    joint_order: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    body_flags: wp.array(dtype=wp.int32),
+    dof_mimic_ref: wp.array(dtype=wp.int32),
+    dof_mimic_coeffs: wp.array(dtype=wp.vec2),
+    L: wp.array3d(dtype=float),
+    tau: wp.array(dtype=float),
+    with_tau: int,
+):
+    """Mimic reduction and kinematic locking of the system ``L[a] qdd = tau`` (``tau`` only when
+    ``with_tau``). A follower DOF ``f = c0 + c1 ref`` moves with its reference, so its row and column
+    fold into the reference's (``T^T M T``, ``T^T tau``) and it is solved as ``qdd_f = 0``; the DOFs
+    of kinematic bodies' joints keep their prescribed velocity (``qdd = 0``)."""
+    for i in range(d0, d0 + n):
+        r = dof_mimic_ref[i]
+        if r >= 0:
+            c1 = dof_mimic_coeffs[i][1]
+            li = i - d0
+            lr = r - d0
+            if with_tau != 0:
+                tau[r] = tau[r] + c1 * tau[i]
+                tau[i] = 0.0
+            for k in range(n):
+                L[a, lr, k] = L[a, lr, k] + c1 * L[a, li, k]
+            for k in range(n):
+                L[a, k, lr] = L[a, k, lr] + c1 * L[a, k, li]
+            for k in range(n):
+                L[a, li, k] = 0.0
+                L[a, k, li] = 0.0
+            L[a, li, li] = 1.0
+    for jj in range(js, je):
+        j = joint_order[jj]
+        if (body_flags[joint_child[j]] & BODY_KINEMATIC) != 0:
+            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                li = i - d0
+                for k in range(n):
+                    L[a, li, k] = 0.0
+                    L[a, k, li] = 0.0
+                L[a, li, li] = 1.0
+                if with_tau != 0:
+                    tau[i] = 0.0
+
+
+@wp.func
+def cholesky(a: int, n: int, L: wp.array3d(dtype=float)):
+    """Dense Cholesky ``L L^T = L[a]`` in place (lower triangle)."""
+    for i in range(n):
+        for k in range(i + 1):
+            s = L[a, i, k]
+            for m in range(k):
+                s = s - L[a, i, m] * L[a, k, m]
+            if i == k:
+                L[a, i, i] = wp.sqrt(wp.max(s, 1.0e-12))
+            else:
+                L[a, i, k] = s / L[a, k, k]
+
+
+@wp.func
+def invert_lower(a: int, n: int, L: wp.array3d(dtype=float)):
+    """``L[a] <- L[a]^-1`` for a lower-triangular ``L[a]`` (the Cholesky factor), in place, column by
+    column (``n^3 / 6`` multiply-adds)."""
+    for j in range(n):
+        L[a, j, j] = 1.0 / L[a, j, j]
+        for i in range(j + 1, n):
+            s = float(0.0)
+            for k in range(j, i):
+                s = s + L[a, i, k] * L[a, k, j]
+            L[a, i, j] = -s / L[a, i, i]
 
 
 @wp.kernel
@@ -391,16 +595,17 @@ def articulation_step_kernel(
     dof_scalar: wp.array(dtype=wp.int32),
     # Options:
     dt: float,
-    angular_damping: float,
     mass_matrix_interval: int,
     use_body_f: int,
     use_contact_f: int,
+    want_inverse_inertia: int,
     # State in:
     joint_q_in: wp.array(dtype=float),
     joint_qd_in: wp.array(dtype=float),
     body_f_in: wp.array(dtype=wp.spatial_vector),
     body_f_contact_in: wp.array(dtype=wp.spatial_vector),
     body_K_contact_in: wp.array(dtype=wp.spatial_matrix),
+    body_contact_flag: wp.array(dtype=wp.int32),
     # Control:
     joint_f: wp.array(dtype=float),
     joint_target_q: wp.array(dtype=float),
@@ -416,7 +621,11 @@ def articulation_step_kernel(
     L: wp.array3d(dtype=float),
     tau: wp.array(dtype=float),
     qd_new: wp.array(dtype=float),
+    L2: wp.array3d(dtype=float),
+    Y: wp.array2d(dtype=wp.spatial_vector),
     step_count: wp.array(dtype=wp.int32),
+    # Solver out:
+    body_Ainv_out: wp.array(dtype=wp.spatial_matrix),
     # State out:
     joint_q_out: wp.array(dtype=float),
     joint_qd_out: wp.array(dtype=float),
@@ -441,7 +650,9 @@ def articulation_step_kernel(
                  body_qd_out)  # fmt: skip
 
     origin = wp.transform_get_translation(body_q_out[joint_child[joint_order[js]]])
-    world = wp.max(joint_world[joint_order[js]], 0)
+    world = joint_world[joint_order[js]]
+    if world < 0:
+        world = gravity.shape[0] - 1  # the global world's row (the last one)
     a_base = spatial(-gravity[world], wp.vec3(0.0))
     count = step_count[a]
     step_count[a] = count + 1
@@ -506,27 +717,10 @@ def articulation_step_kernel(
                 M[a, r, k] = 0.0
         assemble_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_ancestor, joint_articulation,
                              joint_qd_start, joint_armature, 1.0, S, Ic, M)  # fmt: skip
+
     for r in range(n):
         for k in range(n):
             L[a, r, k] = M[a, r, k]
-    # implicit contact stiffness/damping: sum_b J_b^T K_b J_b, assembled like the CRBA from the
-    # composite contact matrices Kc (rebuilt every step, not cached with M)
-    if use_contact_f != 0:
-        for jj in range(js, je):
-            j = joint_order[jj]
-            Kcc = Kc[joint_child[j]]
-            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
-                Fi = Kcc * S[i]
-                li = i - d0
-                for l in range(joint_qd_start[j], joint_qd_start[j + 1]):
-                    L[a, li, l - d0] = L[a, li, l - d0] + wp.dot(S[l], Fi)
-                k = joint_ancestor[j]
-                while in_articulation(k, a, joint_articulation):
-                    for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
-                        val = wp.dot(S[l], Fi)
-                        L[a, li, l - d0] = L[a, li, l - d0] + val
-                        L[a, l - d0, li] = L[a, l - d0, li] + val
-                    k = joint_ancestor[k]
 
     # 5. joint-space forces: Control.joint_f (non-FREE), springs, damping (implicit), drives and limits
     for jj in range(js, je):
@@ -554,46 +748,72 @@ def articulation_step_kernel(
             tau[i] = tau[i] + f
             L[a, li, li] = L[a, li, li] + h
 
-    # 6. mimic reduction: follower DOF f = c0 + c1 ref moves with its reference, so its row and
-    #    column fold into the reference's (T^T M T, T^T tau) and it is solved as qdd_f = 0 here
-    for i in range(d0, d0 + n):
-        r = dof_mimic_ref[i]
-        if r >= 0:
-            c1 = dof_mimic_coeffs[i][1]
-            li = i - d0
-            lr = r - d0
-            tau[r] = tau[r] + c1 * tau[i]
-            for k in range(n):
-                L[a, lr, k] = L[a, lr, k] + c1 * L[a, li, k]
-            for k in range(n):
-                L[a, k, lr] = L[a, k, lr] + c1 * L[a, k, li]
-            for k in range(n):
-                L[a, li, k] = 0.0
-                L[a, k, li] = 0.0
-            L[a, li, li] = 1.0
-            tau[i] = 0.0
-    # kinematic bodies: their joint DOFs keep the prescribed velocity (qdd = 0)
-    for jj in range(js, je):
-        j = joint_order[jj]
-        if (body_flags[joint_child[j]] & BODY_KINEMATIC) != 0:
-            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
-                li = i - d0
+    # 6. articulated inverse inertia (about the COM) of the bodies near a contact, J M^-1 J^T from the
+    #    step's matrix without the contact terms (a copy in L2): the contact kernel's stiffness floor
+    #    uses it next step. With M = L L^T, J M^-1 J^T = Y^T Y, Y = L^-1 J^T, built down the tree:
+    #    Y_child = Y_parent + sum over the joint's DOFs i of (column i of L^-1) S_i^T (mimic followers
+    #    folded into their references, kinematic joints locked).
+    if use_contact_f != 0:
+        if want_inverse_inertia != 0:
+            for r in range(n):
                 for k in range(n):
-                    L[a, li, k] = 0.0
-                    L[a, k, li] = 0.0
-                L[a, li, li] = 1.0
-                tau[i] = 0.0
+                    L2[a, r, k] = L[a, r, k]
+            reduce_system(a, js, je, d0, n, joint_order, joint_child, joint_qd_start, body_flags, dof_mimic_ref,
+                          dof_mimic_coeffs, L2, tau, 0)  # fmt: skip
+            cholesky(a, n, L2)
+            invert_lower(a, n, L2)
+        for jj in range(js, je):
+            j = joint_order[jj]
+            c = joint_child[j]
+            Ab = wp.spatial_matrix()
+            if want_inverse_inertia != 0:
+                p = joint_parent[j]
+                from_parent = in_articulation(joint_ancestor[j], a, joint_articulation)
+                for r in range(n):
+                    if from_parent:
+                        Y[c, r] = Y[p, r]
+                    else:
+                        Y[c, r] = wp.spatial_vector()
+                if (body_flags[c] & BODY_KINEMATIC) == 0:
+                    for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                        t = i
+                        coef = float(1.0)
+                        if dof_mimic_ref[i] >= 0:
+                            t = dof_mimic_ref[i]
+                            coef = dof_mimic_coeffs[i][1]
+                        lt = t - d0
+                        for r in range(lt, n):
+                            Y[c, r] = Y[c, r] + (coef * L2[a, r, lt]) * S[i]
+                if body_contact_flag[c] != 0:
+                    com_c = wp.transform_point(body_q_out[c], body_com[c]) - origin
+                    for r in range(n):
+                        ys = twist_at(Y[c, r], com_c)
+                        Ab = Ab + wp.outer(ys, ys)
+            body_Ainv_out[c] = Ab
+            body_contact_flag[c] = 0  # consumed: the next contact pass sets it again
 
-    # 7. dense Cholesky L L^T = M (lower triangle, in place), then solve for qdd (in tau)
-    for i in range(n):
-        for k in range(i + 1):
-            s = L[a, i, k]
-            for m in range(k):
-                s = s - L[a, i, m] * L[a, k, m]
-            if i == k:
-                L[a, i, i] = wp.sqrt(wp.max(s, 1.0e-12))
-            else:
-                L[a, i, k] = s / L[a, k, k]
+    # 7. the step's system: M + implicit joint terms + implicit contact stiffness/damping
+    #    (sum_b J_b^T K_b J_b, assembled like the CRBA from the composite contact matrices Kc)
+    if use_contact_f != 0:
+        for jj in range(js, je):
+            j = joint_order[jj]
+            Kcc = Kc[joint_child[j]]
+            for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                Fi = Kcc * S[i]
+                li = i - d0
+                for l in range(joint_qd_start[j], joint_qd_start[j + 1]):
+                    L[a, li, l - d0] = L[a, li, l - d0] + wp.dot(S[l], Fi)
+                k = joint_ancestor[j]
+                while in_articulation(k, a, joint_articulation):
+                    for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
+                        val = wp.dot(S[l], Fi)
+                        L[a, li, l - d0] = L[a, li, l - d0] + val
+                        L[a, l - d0, li] = L[a, l - d0, li] + val
+                    k = joint_ancestor[k]
+    # mimic reduction and kinematic locking, then the dense Cholesky solve for qdd (in tau)
+    reduce_system(a, js, je, d0, n, joint_order, joint_child, joint_qd_start, body_flags, dof_mimic_ref,
+                  dof_mimic_coeffs, L, tau, 1)  # fmt: skip
+    cholesky(a, n, L)
     for i in range(n):
         s = tau[d0 + i]
         for m in range(i):
@@ -614,7 +834,7 @@ def articulation_step_kernel(
     for i in range(d0, d0 + n):
         qd_new[i] = joint_qd_in[i] + dt * tau[i]
     for jj in range(js, je):
-        integrate_joint(joint_order[jj], dt, angular_damping, joint_type, joint_X_c, joint_child, joint_q_start,
+        integrate_joint(joint_order[jj], dt, joint_type, joint_X_c, joint_child, joint_q_start,
                         joint_qd_start, body_com, joint_q_in, qd_new, joint_q_out, joint_qd_out)  # fmt: skip
     # mimic followers: exact position relation with the integrated reference
     for jj in range(js, je):

@@ -25,6 +25,7 @@ from armillary.sim.kinematics import topology
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 
 from . import kernels
+from . import observables as _observables
 
 __all__ = ["SolverFeatherstone"]
 
@@ -61,21 +62,38 @@ def _contact_kernel(deterministic: bool):
 class SolverFeatherstone(SolverBase):
     """Reduced-coordinate articulated-body solver (semi-implicit Euler on ``joint_q`` / ``joint_qd``).
 
-    Each step (at most three Warp launches, no host synchronisation):
+    Each step (two kernel launches plus memsets of the contact accumulators, no host synchronisation):
 
     * rigid contacts from the :class:`~armillary.CollisionPipeline` become penalty forces
       from the shape materials (``shape_material_ke``, ``kd``, ``kf``, ``mu``; the mean of the
-      two shapes), applied as body wrenches and so mapped to joint space through the body
-      Jacobians (``S^T f``);
+      two shapes), never softer than the contact-stiffness floor (``contact_time_constant``,
+      below), applied as body wrenches and so mapped to joint space through the body
+      Jacobians (``S^T f``), and linearly implicit: their stiffness and damping enter the
+      mass matrix of the step (``J^T C J``) like the joint drives and limits;
     * per articulation (one thread each, all worlds): forward kinematics of
       ``state_in.joint_q``, bias forces by recursive Newton-Euler (gravity of the
-      articulation's world, Coriolis/centrifugal, ``State.body_f`` (world wrench at the COM),
+      articulation's world: row ``w`` of ``Model.gravity``, the last row for the global world
+      ``-1``; Coriolis/centrifugal, ``State.body_f`` (world wrench at the COM),
       contact wrenches, ``Control.joint_f`` (FREE joints: world wrench at the child COM)),
       the composite-rigid-body mass matrix plus ``Model.joint_armature``, joint forces, and
       a dense Cholesky solve for the joint accelerations;
     * ``qd += dt qdd``, then ``q`` from the new ``qd`` on the joint manifold (quaternions
       of BALL/FREE joints by the exponential map, renormalised); forward kinematics fills
-      ``state_out.body_q`` / ``body_qd``.
+      ``state_out.body_q`` / ``body_qd``. Nothing damps velocities behind the model's back: a
+      torque-free FREE body keeps its angular momentum (Euler's equations).
+
+    Contacts: normal force ``max(k (d - dt vn) - c vn, 0)`` at penetration ``d`` and separating
+    speed ``vn``, friction a viscous law of gain ``min(kf, mu fn / |vt|)`` (the Coulomb force at
+    the current slip, which the implicit step can stop but never reverse). With
+    ``contact_time_constant = tau > 0`` each contact is at least as stiff as a critically damped
+    spring of time constant ``tau`` on its effective mass ``m = 1 / (j^T A j)`` (``A`` the
+    articulated inverse inertia of the bodies at the contact point, from the previous step):
+    ``k = max(ke, m / tau^2)``, ``c = max(kd, 2 m / tau)``, ``kf = max(kf, 20 m / tau)``. So
+    a robot rests at a penetration of about ``g tau^2`` (1 mm at the default 10 ms) whatever
+    its mass, close to MuJoCo's default soft contacts, and its feet creep less than
+    ``a tau / 20`` under a tangential load of ``a`` per unit mass; the material values apply
+    where they are stiffer (light bodies: ``ke > m / tau^2``). Per-contact stiffness overrides
+    (hydroelastic contacts) are used as given.
 
     Joint forces: ``Control.joint_f``; damping ``-joint_damping qd`` (implicit, as MuJoCo's
     Euler integrator); passive springs ``joint_stiffness (joint_rest_q - q)`` on scalar
@@ -105,13 +123,15 @@ class SolverFeatherstone(SolverBase):
 
     Args:
         model: the model to simulate.
-        angular_damping: decay rate [1/s] of the angular velocity of FREE/DISTANCE joints
-            (``w *= max(1 - angular_damping dt, 0)`` each step); 0.05 as in the reference engine.
+        angular_damping: accepted (default 0.05, must be >= 0) and stored for scripts written for
+            the reference engine, whose SolverFeatherstone does not apply it either: free bodies
+            conserve angular momentum. Damp a FREE body with ``State.body_f`` or
+            ``Control.joint_f`` if wanted.
         update_mass_matrix_interval: rebuild the mass matrix every this many steps (1 =
             every step); in between the last one is reused (forces are always current).
-        friction_smoothing: speed [m/s] that regularises the friction direction
-            ``vt / sqrt(|vt|^2 + s^2)``; ``None`` means 0 (exact Coulomb cone, viscous
-            below the speed where ``kf |vt| = mu fn``).
+        friction_smoothing: speed [m/s] that regularises the slip speed ``|vt|_s = sqrt(|vt|^2 +
+            s^2)`` in the friction gain ``min(kf, mu fn / |vt|_s)``; ``None`` means 0 (exact
+            Coulomb cone, viscous below the speed where ``kf |vt| = mu fn``).
         use_tile_gemm: accepted for scripts written for the reference engine, where it selects
             a GPU code path; here the factorisation is always the per-articulation kernel's own,
             so it changes nothing.
@@ -123,6 +143,8 @@ class SolverFeatherstone(SolverBase):
             Pass ``wp.DeterministicMode.NOT_GUARANTEED`` for the fastest CUDA path.
         collision_pipeline: optional :class:`~armillary.CollisionPipeline` kept on the solver
             for callers that want one place to find it; ``step`` uses the ``contacts`` it is given.
+        contact_time_constant: ``tau`` [s] of the contact-stiffness floor (above); 0.01 by
+            default; ``0`` or ``None`` uses the shape materials alone (pure penalty contacts).
     """
 
     capabilities = SolverCapabilities(
@@ -160,6 +182,7 @@ class SolverFeatherstone(SolverBase):
         deterministic=True,
         collision_pipeline=True,
     )
+    SUPPORTED_OBSERVABLES = _observables.SUPPORTED_OBSERVABLES
 
     def __init__(
         self,
@@ -172,6 +195,7 @@ class SolverFeatherstone(SolverBase):
         fuse_cholesky: bool = True,
         deterministic=None,
         collision_pipeline=None,
+        contact_time_constant: float | None = 0.01,
     ):
         super().__init__(model, collision_pipeline=collision_pipeline)
         if not (float(angular_damping) >= 0.0):
@@ -184,7 +208,13 @@ class SolverFeatherstone(SolverBase):
         smoothing = 0.0 if friction_smoothing is None else float(friction_smoothing)
         if not smoothing >= 0.0:
             raise ValueError(f"SolverFeatherstone: friction_smoothing must be >= 0 [m/s] or None, got {friction_smoothing!r}")
-        self.angular_damping = float(angular_damping)
+        tc = 0.0 if contact_time_constant is None else float(contact_time_constant)
+        if not tc >= 0.0:
+            raise ValueError(
+                f"SolverFeatherstone: contact_time_constant must be >= 0 [s] or None, got {contact_time_constant!r}"
+            )
+        self.angular_damping = float(angular_damping)  # accepted, not applied (see the class docs)
+        self.contact_time_constant = tc
         self.update_mass_matrix_interval = interval
         self.friction_smoothing = smoothing
         self.use_tile_gemm = bool(use_tile_gemm)
@@ -198,6 +228,8 @@ class SolverFeatherstone(SolverBase):
                                                and wp.get_device(model.device).is_cuda)  # fmt: skip
         self._warned: set[str] = set()
         self._contact_force = None
+        self._contact_force_implicit = None
+        self._last_state_out = None
         self._empty_override = None
         self._launches = LaunchCache()
         self._allocate()
@@ -225,6 +257,12 @@ class SolverFeatherstone(SolverBase):
         self._Kc = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
         self._zero_joint_f = wp.zeros(nd, dtype=wp.float32, device=dev)
         self._zero_body_f = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
+        # scratch of the contact floor (factorisation, per-body L^-1 J^T), allocated with the first contacts
+        self._L2 = None
+        self._Y = None
+        self._empty_Y = wp.zeros((1, 1), dtype=wp.spatial_vector, device=dev)
+        self._body_contact_flag = wp.zeros(nb, dtype=wp.int32, device=dev)
+        self._body_Ainv = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
 
     def _build_tables(self) -> None:
         """Host-side (construction and model changes only): per-DOF tables and one-time warnings."""
@@ -320,6 +358,7 @@ class SolverFeatherstone(SolverBase):
         self._dof_mimic_ref_q = wp.array(mimic_ref_q, dtype=wp.int32, device=dev)
         self._dof_mimic_coeffs = wp.array(mimic_c, dtype=wp.vec2, device=dev)
         self._step_count.zero_()
+        self._body_Ainv.zero_()
         self._launches.clear()
 
     def _warn_once(self, key: str, message: str) -> None:
@@ -341,7 +380,15 @@ class SolverFeatherstone(SolverBase):
             out.append(a)
         return out
 
-    def step(self, state_in, state_out, control, contacts, dt: float) -> None:
+    def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
+        """Advance by ``dt`` [s]; ``observables``: a container from :meth:`observables` to fill
+        (see :mod:`.observables`)."""
+        if observables is not None:
+            return _observables.observed_step(self, self._step, state_in, state_out, control, contacts, dt,
+                                              observables)  # fmt: skip
+        self._step(state_in, state_out, control, contacts, dt)
+
+    def _step(self, state_in, state_out, control, contacts, dt: float) -> None:
         model = self.model
         if model.articulation_count == 0:
             return
@@ -356,7 +403,11 @@ class SolverFeatherstone(SolverBase):
         if use_contacts:
             n_max = int(contacts.rigid_contact_max)
             if self._contact_force is None or self._contact_force.shape[0] < n_max:
-                self._contact_force = wp.zeros(n_max, dtype=wp.vec3, device=self.device)
+                dev = self.device
+                self._contact_force = wp.zeros(n_max, dtype=wp.vec3, device=dev)
+                self._contact_point = wp.zeros(n_max, dtype=wp.vec3, device=dev)
+                self._contact_vrel = wp.zeros(n_max, dtype=wp.vec3, device=dev)
+                self._contact_slope = wp.zeros(n_max, dtype=wp.vec2, device=dev)
             self._body_f_contact.zero_()
             self._body_K_contact.zero_()
             self._launches.launch(
@@ -364,19 +415,26 @@ class SolverFeatherstone(SolverBase):
                 dim=n_max,
                 inputs=[
                     model.shape_body, model.shape_material_ke, model.shape_material_kd, model.shape_material_kf,
-                    model.shape_material_mu, model.body_com, model.body_flags, self._body_articulation,
-                    self.friction_smoothing, float(dt),
+                    model.shape_material_mu, model.body_com, model.body_inv_mass, model.body_inv_inertia,
+                    model.body_flags, self._body_articulation, self._body_Ainv,
+                    self.friction_smoothing, self.contact_time_constant, float(dt),
                     state_in.body_q, state_in.body_qd,
                     contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                     contacts.rigid_contact_point0, contacts.rigid_contact_point1, contacts.rigid_contact_normal,
                     contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
                     *self._contact_overrides(contacts),
                 ],
-                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact],
+                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact, self._body_contact_flag,
+                         self._contact_point, self._contact_vrel, self._contact_slope],
                 device=self.device,
             )  # fmt: skip
             self._last_contacts = contacts
+            self._last_state_out = state_out
 
+        floor = use_contacts and self.contact_time_constant > 0.0
+        if floor and self._L2 is None:
+            self._L2 = wp.zeros_like(self._L)
+            self._Y = wp.zeros((self._Ic.shape[0], self._L.shape[1]), dtype=wp.spatial_vector, device=self.device)
         body_f = getattr(state_in, "body_f", None)
         if control is not None:
             joint_f = control.joint_f if control.joint_f is not None else self._zero_joint_f
@@ -398,15 +456,15 @@ class SolverFeatherstone(SolverBase):
                 model.joint_limit_ke, model.joint_limit_kd, model.body_com, model.body_mass, model.body_inertia,
                 model.body_flags, model.gravity,
                 self._dof_mimic_ref, self._dof_mimic_coeffs, self._dof_mimic_ref_q, self._dof_scalar,
-                float(dt), self.angular_damping, self.update_mass_matrix_interval,
-                int(body_f is not None), int(use_contacts),
+                float(dt), self.update_mass_matrix_interval,
+                int(body_f is not None), int(use_contacts), int(floor),
                 state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
-                self._body_f_contact, self._body_K_contact,
+                self._body_f_contact, self._body_K_contact, self._body_contact_flag,
                 joint_f, target_q, target_qd,
                 self._S, self._Ic, self._Kc, self._V, self._A, self._F, self._M, self._L, self._tau, self._qd_new,
-                self._step_count,
+                self._L2 if floor else self._L, self._Y if floor else self._empty_Y, self._step_count,
             ],
-            outputs=[state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
+            outputs=[self._body_Ainv, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
             device=self.device,
         )  # fmt: skip
 
@@ -418,14 +476,51 @@ class SolverFeatherstone(SolverBase):
     def reset(self, state, world_mask=None, flags=None) -> None:
         super().reset(state, world_mask=world_mask, flags=flags)
         self._step_count.zero_()
+        self._body_Ainv.zero_()  # the contact floor's inverse inertias: recomputed from the next step
+
+    def _applied_contact_force(self, contacts, state=None):
+        """The rigid-contact forces of the last step, as a ``wp.array`` of ``vec3`` (one row per contact
+        slot of ``contacts``, world frame, N): the force shape 0 exerts on shape 1, as the implicit step
+        applied it (the penalty force at the start of the step plus its linearisation evaluated at
+        the velocities after it: ``state``, default the output state of the last ``step``). Rows past
+        ``rigid_contact_count`` and contacts without force are zero. One launch, no host sync; the
+        array is the solver's and is overwritten by the next call.
+        """
+        if self._contact_force is None:
+            raise RuntimeError("SolverFeatherstone: call step() with these contacts first")
+        n = int(contacts.rigid_contact_max)
+        if n > self._contact_force.shape[0]:
+            raise ValueError(
+                f"SolverFeatherstone: contacts has rigid_contact_max={n}, but the last step "
+                f"used a buffer of {self._contact_force.shape[0]} contacts"
+            )
+        if state is None:
+            state = self._last_state_out
+        force = self._contact_force_implicit
+        if force is None or force.shape[0] < self._contact_force.shape[0]:
+            force = self._contact_force_implicit = wp.zeros_like(self._contact_force)
+        wp.launch(
+            kernels.implicit_contact_force_kernel,
+            dim=n,
+            inputs=[self.model.shape_body, self.model.body_com, state.body_q, state.body_qd, n,
+                    contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+                    contacts.rigid_contact_normal, self._contact_force, self._contact_point, self._contact_vrel,
+                    self._contact_slope],
+            outputs=[force],
+            device=self.device,
+        )  # fmt: skip
+        return force
 
     def update_contacts(self, contacts, state=None) -> None:
-        """Fill ``contacts.force`` (and ``rigid_contact_force``) with the penalty forces of the last step.
+        """Fill ``contacts.force`` (and ``rigid_contact_force``) with the contact forces of the last step.
 
         ``contacts.force[k]`` is the world-frame spatial force ``(f, 0)`` that shape 0 exerts on
         shape 1 at the contact point (N; the moment about the contact point is zero for a
-        point contact); shape 0 receives the opposite. Soft-contact rows are zero (this
-        solver has no particles). Requires a previous ``step`` with these contacts.
+        point contact); shape 0 receives the opposite. ``f`` is the force the implicit step
+        applied (the penalty force at the start of the step plus its linearisation evaluated at
+        the velocities after it: ``state``, default the output state of the last ``step``).
+        Soft-contact rows are zero (this solver has no particles). Requires a previous ``step``
+        with these contacts.
         """
         if self._contact_force is None:
             raise RuntimeError("SolverFeatherstone.update_contacts: call step() with these contacts first")
@@ -435,9 +530,9 @@ class SolverFeatherstone(SolverBase):
                 f"SolverFeatherstone.update_contacts: contacts has rigid_contact_max={n}, but the last step "
                 f"used a buffer of {self._contact_force.shape[0]} contacts"
             )
+        force = self._applied_contact_force(contacts, state)
         if getattr(contacts, "rigid_contact_force", None) is not None:
-            wp.copy(contacts.rigid_contact_force, self._contact_force, count=n)
+            wp.copy(contacts.rigid_contact_force, force, count=n)
         if getattr(contacts, "force", None) is not None:
-            wp.launch(kernels.write_spatial_force, dim=contacts.force.shape[0], inputs=[self._contact_force, n],
+            wp.launch(kernels.write_spatial_force, dim=contacts.force.shape[0], inputs=[force, n],
                       outputs=[contacts.force], device=self.device)  # fmt: skip
-
