@@ -44,6 +44,12 @@ def rotation_matrices(q):
     )
 
 
+
+def _gravity_rows(world, n):
+    """Row of Model.gravity for each entity's world: its own, the last (global) one for -1."""
+    w = np.asarray(world, dtype=np.int64)
+    return np.where((w < 0) | (w >= n), n - 1, w)
+
 class FakeEuler(SolverBase):
     """Semi-implicit Euler in NumPy for free bodies and particles (no contacts)."""
 
@@ -56,6 +62,8 @@ class FakeEuler(SolverBase):
         deterministic=True,
     )
     gravity_scale = 1.0
+    #: broken variant: the global world (-1) takes world 0's gravity row
+    global_takes_world0 = False
     SUPPORTED_OBSERVABLES = frozenset({"body_qdd"})
 
     def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
@@ -63,6 +71,11 @@ class FakeEuler(SolverBase):
         self._integrate(state_in, state_out, dt)
         if observed is not None:
             observed.finish(state_out, dt)
+
+    def _rows(self, world, n):
+        if self.global_takes_world0:
+            return np.clip(np.asarray(world, dtype=np.int64), 0, n - 1)
+        return _gravity_rows(world, n)
 
     def _integrate(self, state_in, state_out, dt):
         m = self.model
@@ -74,7 +87,7 @@ class FakeEuler(SolverBase):
             inv_m = m.body_inv_mass.numpy().astype(np.float64)
             com = m.body_com.numpy().astype(np.float64)
             inv_i = m.body_inv_inertia.numpy().astype(np.float64)
-            g = gravity[np.clip(m.body_world.numpy(), 0, len(gravity) - 1)]
+            g = gravity[self._rows(m.body_world.numpy(), len(gravity))]
             dyn = ((m.body_flags.numpy() & 2) == 0) & (inv_m > 0)
             rot = rotation_matrices(q[:, 3:])
             x = q[:, :3] + quat_rotate(q[:, 3:], com)
@@ -93,7 +106,7 @@ class FakeEuler(SolverBase):
             v = state_in.particle_qd.numpy().astype(np.float64)
             f = state_in.particle_f.numpy().astype(np.float64)
             inv_m = m.particle_inv_mass.numpy().astype(np.float64)
-            g = gravity[np.clip(m.particle_world.numpy(), 0, len(gravity) - 1)]
+            g = gravity[self._rows(m.particle_world.numpy(), len(gravity))]
             v = v + (inv_m[:, None] > 0) * (g + f * inv_m[:, None]) * dt
             x = x + v * dt
             state_out.particle_q.assign(x.astype(np.float32))
@@ -124,6 +137,12 @@ class FakeWrongFreeFall(FakeEuler):
     """Broken: gravity 10 % too weak."""
 
     gravity_scale = 0.9
+
+
+class FakeGlobalWorldGravity(FakeEuler):
+    """Broken: bodies and particles of the global world (-1) take world 0's gravity."""
+
+    global_takes_world0 = True
 
 
 class FakePendulum(SolverBase):

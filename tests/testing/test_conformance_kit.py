@@ -67,6 +67,7 @@ def test_correct_fake_solver_passes(pytester):
         "test_particle_force",
         "test_body_force_balances_gravity",
         "test_multiple_worlds_are_independent",
+        "test_global_world_gravity",
         "test_determinism",
         "test_observables_contract",
         "test_observables_are_filled",
@@ -126,6 +127,13 @@ def test_kit_catches_wrong_free_fall(pytester):
     assert out["test_particle_free_fall"] == "failed"
     assert out["test_body_force_balances_gravity"] == "failed"
     assert out["test_step_leaves_state_in_untouched"] == "passed"
+
+
+def test_kit_catches_global_world_taking_world_zero_gravity(pytester):
+    out = run_suite(pytester, "FakeGlobalWorldGravity")
+    assert out["test_global_world_gravity"] == "failed"
+    assert out["test_free_fall"] == "passed"
+    assert out["test_multiple_worlds_are_independent"] == "passed"
 
 
 def test_pendulum_check_runs_on_an_analytic_revolute_solver(pytester):

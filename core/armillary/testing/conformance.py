@@ -208,6 +208,10 @@ class SolverConformance:
     graph_capturable: ClassVar[bool] = True
     """Set to ``False`` (and say why) for a solver whose ``step`` synchronises with the host."""
     kinematic_motion: ClassVar[str] = "integrate"
+    #: ``True`` (default): entities of the global world (-1) fall under the last row of
+    #: ``Model.gravity`` (checked by :meth:`test_global_world_gravity`); a solver that cannot give
+    #: them their own gravity sets ``False`` and documents what it does instead.
+    global_world_gravity: ClassVar[bool] = True
     """How the solver moves kinematic bodies: ``"integrate"`` advances their pose by their prescribed
     twist; ``"hold"`` keeps the prescribed ``body_q`` / ``body_qd`` exactly as the script wrote them
     (SolverSemiImplicit, as the Articulations page says), so the kit writes the pose every step."""
@@ -1027,6 +1031,46 @@ class SolverConformance:
                 assert got.shape == ref.shape
                 err = np.abs(got - ref).max()
                 assert err <= tol.worlds_abs, f"world {w}: {name} differs from the single-world run by {err:.2e}"
+
+    def test_global_world_gravity(self):
+        """``multiple_worlds``: each world's bodies and particles fall under their row of
+        ``Model.gravity`` and those of the global world (-1) under the last row."""
+        self.require("multiple_worlds")
+        caps = self.capabilities()
+        bodies = "rigid_bodies" in caps.features and JointType.FREE in caps.joint_types
+        particles = "particles" in caps.features
+        if not (bodies or particles):
+            pytest.skip("the solver declares neither free rigid bodies nor particles")
+        if not self.global_world_gravity:
+            pytest.skip(f"{self.solver_class().__name__} declares global_world_gravity = False")
+        template = self.builder()
+        if bodies:
+            self.add_sphere_body(template, (0.0, 0.0, 1.0))
+        if particles:
+            template.add_particle((0.5, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0, 0.05)
+        b = self.builder()
+        b.replicate(template, 2, spacing=(2.0, 0.0, 0.0))
+        if bodies:
+            self.add_sphere_body(b, (5.0, 0.0, 1.0))
+        if particles:
+            b.add_particle((9.0, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0, 0.05)
+        model = self.finalize(b)
+        rows = {0: (0.0, 0.0, -2.0), 1: (0.0, 0.0, -3.0), -1: (1.0, 0.0, -4.0)}
+        for w, g in rows.items():
+            model.set_gravity(g, world=w)
+        sim = self.sim(model)
+        steps = 10
+        sim.step(steps)
+        t = steps * self.dt
+        atol = self.tolerances.velocity_rel * 4.0 + 1.0e-4
+        if bodies:
+            expected = [rows[int(w)] for w in model.body_world.numpy()]
+            np.testing.assert_allclose(sim.body_qd()[:, :3] / t, expected, atol=atol,
+                                       err_msg="body accelerations do not follow their world's gravity row")
+        if particles:
+            expected = [rows[int(w)] for w in model.particle_world.numpy()]
+            np.testing.assert_allclose(sim.state.particle_qd.numpy() / t, expected, atol=atol,
+                                       err_msg="particle accelerations do not follow their world's gravity row")
 
     def test_determinism(self):
         """``deterministic=True``: two runs of a contact scene from scratch are bit-identical."""
