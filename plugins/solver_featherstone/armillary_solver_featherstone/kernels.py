@@ -366,8 +366,16 @@ def drive_and_limit_force(
     joint_limit_kd: wp.array(dtype=float),
     target_q: float,
     target_qd: float,
+    m_ii: float,
+    limit_tc: float,
 ):
     """Drive plus limit force of scalar DOF ``i``, linearly implicit in the new velocity.
+
+    Beyond a limit, ``limit_tc > 0`` [s] floors the limit spring at a critically damped one of
+    time constant ``limit_tc`` on the DOF's mass-matrix diagonal ``m_ii`` (armature included):
+    ``ke >= m_ii / limit_tc^2``, ``kd >= 2 m_ii / limit_tc`` (MuJoCo's default soft limit is
+    0.02 s, critically damped), so a violated limit is undone without overshoot whatever
+    ``joint_limit_ke/kd`` say.
 
     Returns ``(f, h)``: the force evaluated at ``q + dt qd`` and the velocity ``qd`` (i.e.
     with ``qd_new = qd``), and ``h`` the amount added to the mass matrix diagonal, so that
@@ -399,6 +407,9 @@ def drive_and_limit_force(
     hi = joint_limit_upper[i]
     lke = joint_limit_ke[i]
     lkd = joint_limit_kd[i]
+    if limit_tc > 0.0:
+        lke = wp.max(lke, m_ii / (limit_tc * limit_tc))
+        lkd = wp.max(lkd, 2.0 * m_ii / limit_tc)
     if q < lo:
         f = f + lke * (lo - q - dt * qd) - lkd * qd
         h = h + dt * lkd + dt * dt * lke
@@ -595,6 +606,7 @@ def articulation_step_kernel(
     dof_scalar: wp.array(dtype=wp.int32),
     # Options:
     dt: float,
+    limit_tc: float,
     mass_matrix_interval: int,
     use_body_f: int,
     use_contact_f: int,
@@ -742,7 +754,7 @@ def articulation_step_kernel(
                 fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
                                                joint_effort_limit, joint_limit_lower, joint_limit_upper,
                                                joint_limit_ke, joint_limit_kd, joint_target_q[qs + k],
-                                               joint_target_qd[i])  # fmt: skip
+                                               joint_target_qd[i], L[a, li, li], limit_tc)  # fmt: skip
                 f = f + fd
                 h = h + hd
             tau[i] = tau[i] + f

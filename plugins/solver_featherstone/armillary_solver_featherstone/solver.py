@@ -145,6 +145,10 @@ class SolverFeatherstone(SolverBase):
             for callers that want one place to find it; ``step`` uses the ``contacts`` it is given.
         contact_time_constant: ``tau`` [s] of the contact-stiffness floor (above); 0.01 by
             default; ``0`` or ``None`` uses the shape materials alone (pure penalty contacts).
+        limit_time_constant: ``tau`` [s] of the joint-limit floor: beyond a limit the spring is
+            at least a critically damped one of time constant ``tau`` on the DOF's mass-matrix
+            diagonal (``ke >= M_ii / tau^2``, ``kd >= 2 M_ii / tau``; MuJoCo's default soft limit);
+            0.02 by default; ``0`` or ``None`` uses ``joint_limit_ke/kd`` alone.
     """
 
     capabilities = SolverCapabilities(
@@ -196,6 +200,7 @@ class SolverFeatherstone(SolverBase):
         deterministic=None,
         collision_pipeline=None,
         contact_time_constant: float | None = 0.01,
+        limit_time_constant: float | None = 0.02,
     ):
         super().__init__(model, collision_pipeline=collision_pipeline)
         if not (float(angular_damping) >= 0.0):
@@ -215,6 +220,12 @@ class SolverFeatherstone(SolverBase):
             )
         self.angular_damping = float(angular_damping)  # accepted, not applied (see the class docs)
         self.contact_time_constant = tc
+        ltc = 0.0 if limit_time_constant is None else float(limit_time_constant)
+        if not ltc >= 0.0:
+            raise ValueError(
+                f"SolverFeatherstone: limit_time_constant must be >= 0 [s] or None, got {limit_time_constant!r}"
+            )
+        self.limit_time_constant = ltc
         self.update_mass_matrix_interval = interval
         self.friction_smoothing = smoothing
         self.use_tile_gemm = bool(use_tile_gemm)
@@ -456,7 +467,7 @@ class SolverFeatherstone(SolverBase):
                 model.joint_limit_ke, model.joint_limit_kd, model.body_com, model.body_mass, model.body_inertia,
                 model.body_flags, model.gravity,
                 self._dof_mimic_ref, self._dof_mimic_coeffs, self._dof_mimic_ref_q, self._dof_scalar,
-                float(dt), self.update_mass_matrix_interval,
+                float(dt), self.limit_time_constant, self.update_mass_matrix_interval,
                 int(body_f is not None), int(use_contacts), int(floor),
                 state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
                 self._body_f_contact, self._body_K_contact, self._body_contact_flag,

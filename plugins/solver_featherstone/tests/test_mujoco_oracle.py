@@ -128,9 +128,10 @@ def test_rollout_matches_mujoco_euler(name, setup):
     off = mujoco.mjtDisableBit
     mjm.opt.disableflags |= (off.mjDSBL_ACTUATION | off.mjDSBL_CONTACT | off.mjDSBL_LIMIT | off.mjDSBL_EQUALITY
                              | off.mjDSBL_FRICTIONLOSS)  # fmt: skip
-    saved = (model.joint_limit_ke.numpy().copy(), model.joint_limit_kd.numpy().copy())
+    saved = (model.joint_limit_ke.numpy().copy(), model.joint_limit_kd.numpy().copy(), solver.limit_time_constant)
     model.joint_limit_ke.zero_()
     model.joint_limit_kd.zero_()
+    solver.limit_time_constant = 0.0  # no limit floor either: limits off, as in MuJoCo here
     try:
         data = mujoco.MjData(mjm)
         dt = float(ref["timestep"])
