@@ -754,7 +754,7 @@ def articulation_step_kernel(
                 fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
                                                joint_effort_limit, joint_limit_lower, joint_limit_upper,
                                                joint_limit_ke, joint_limit_kd, joint_target_q[qs + k],
-                                               joint_target_qd[i], L[a, li, li], limit_tc)  # fmt: skip
+                                               joint_target_qd[i], M[a, li, li], limit_tc)  # fmt: skip
                 f = f + fd
                 h = h + hd
             tau[i] = tau[i] + f

@@ -147,8 +147,9 @@ class SolverFeatherstone(SolverBase):
             default; ``0`` or ``None`` uses the shape materials alone (pure penalty contacts).
         limit_time_constant: ``tau`` [s] of the joint-limit floor: beyond a limit the spring is
             at least a critically damped one of time constant ``tau`` on the DOF's mass-matrix
-            diagonal (``ke >= M_ii / tau^2``, ``kd >= 2 M_ii / tau``; MuJoCo's default soft limit);
-            0.02 by default; ``0`` or ``None`` uses ``joint_limit_ke/kd`` alone.
+            diagonal (``ke >= M_ii / tau^2``, ``kd >= 2 M_ii / tau``; 0.02 is MuJoCo's default soft
+            limit). Off by default (``None``: ``joint_limit_ke/kd`` alone): with 0.02 the panda URDF
+            of the robot corpus went non-finite (not yet understood), so the floor is opt-in.
     """
 
     capabilities = SolverCapabilities(
@@ -200,7 +201,7 @@ class SolverFeatherstone(SolverBase):
         deterministic=None,
         collision_pipeline=None,
         contact_time_constant: float | None = 0.01,
-        limit_time_constant: float | None = 0.02,
+        limit_time_constant: float | None = None,
     ):
         super().__init__(model, collision_pipeline=collision_pipeline)
         if not (float(angular_damping) >= 0.0):
