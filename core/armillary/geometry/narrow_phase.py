@@ -37,6 +37,7 @@ from ..sim.enums import GeoType, ShapeFlags
 from .primitives import (
     MAXVAL,
     box_box_distance,
+    box_reference_face,
     box_box_sat,
     box_face_manifold,
     box_support_edge,
@@ -418,21 +419,7 @@ def collide_box_box_emit(ctx: PairCtx, out: ContactOut, XA: wp.transform, hA: wp
     if sep > 0.0:
         scale = wp.max(wp.max(hA[0], wp.max(hA[1], hA[2])), wp.max(hB[0], wp.max(hB[1], hB[2])))
         if code < 6:
-            XR = XA
-            hR = hA
-            XI = XB
-            hI = hB
-            nref = n
-            ax = code
-            ref_a = int(1)
-            if code >= 3:
-                XR = XB
-                hR = hB
-                XI = XA
-                hI = hA
-                nref = -n
-                ax = code - 3
-                ref_a = 0
+            XR, hR, XI, hI, nref, ax, ref_a = box_reference_face(code, n, XA, hA, XB, hB)
             poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
             dmin = float(MAXVAL)
             for i in range(m):

@@ -524,6 +524,16 @@ def box_support_edge(X: wp.transform, h: wp.vec3, axis: int, dirn: wp.vec3):
 
 
 @wp.func
+def box_reference_face(code: int, n: wp.vec3, XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.vec3):
+    """Reference and incident boxes of a face axis ``code`` (0..5) of :func:`box_box_sat` with
+    normal ``n`` (A -> B): ``(X_R, h_R, X_I, h_I, n_ref, face axis of R, 1 when R is A)``; the
+    reference face's outward normal ``n_ref`` points toward the incident box."""
+    if code >= 3:
+        return XB, hB, XA, hA, -n, code - 3, 0
+    return XA, hA, XB, hB, n, code, 1
+
+
+@wp.func
 def box_face_manifold(XR: wp.transform, hR: wp.vec3, ref_axis: int, nref: wp.vec3, XI: wp.transform, hI: wp.vec3):
     """Clip the incident face of box I against the reference face of box R.
 
@@ -762,19 +772,7 @@ def collide_box_box_xf(XA: wp.transform, hA: wp.vec3, XB: wp.transform, hB: wp.v
     if sep > gap:
         return dist, pos, n
     if code < 6:
-        XR = XA
-        hR = hA
-        XI = XB
-        hI = hB
-        nref = n
-        ax = code
-        if code >= 3:
-            XR = XB
-            hR = hB
-            XI = XA
-            hI = hA
-            nref = -n
-            ax = code - 3
+        XR, hR, XI, hI, nref, ax, ref_a = box_reference_face(code, n, XA, hA, XB, hB)
         poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
         sel, cnt = reduce_manifold4(poly, m, hR[ax], gap)
         cR = wp.transform_get_translation(XR)
@@ -1198,19 +1196,7 @@ def collide_box_box(box1_pos: wp.vec3, box1_rot: wp.mat33, box1_size: wp.vec3, b
     if sep > margin:
         return dist, pos, nrm
     if code < 6:
-        XR = XA
-        hR = hA
-        XI = XB
-        hI = hB
-        nref = n
-        ax = code
-        if code >= 3:
-            XR = XB
-            hR = hB
-            XI = XA
-            hI = hA
-            nref = -n
-            ax = code - 3
+        XR, hR, XI, hI, nref, ax, ref_a = box_reference_face(code, n, XA, hA, XB, hB)
         poly, m, rk, rl = box_face_manifold(XR, hR, ax, nref, XI, hI)
         cR = wp.transform_get_translation(XR)
         cnt = int(0)
