@@ -8,10 +8,16 @@
   (RK4 on the joint angle) and declares REVOLUTE, so the kit's pendulum
   check runs;
 * :class:`FakeStaleBodyQdd` declares the ``body_qdd`` observable but never
-  writes it; :class:`FakeLegacyStep` has a ``step`` without ``observables=``.
+  writes it; :class:`FakeLegacyStep` has a ``step`` without ``observables=``;
+* :class:`FakeSilentReset` replaces non-finite input by the model's initial state without a word
+  (MuJoCo C's reaction to a bad state), :class:`FakeCrashesOnHugeDt` kills its process on an absurd
+  time step: the fault harness must catch both.
 """
 
 from __future__ import annotations
+
+import os
+import signal
 
 import numpy as np
 
@@ -232,3 +238,26 @@ class FakeLegacyStep(FakeEuler):
 
     def step(self, state_in, state_out, control, contacts, dt):
         self._integrate(state_in, state_out, dt)
+
+
+class FakeSilentReset(FakeEuler):
+    """Broken: a non-finite input state is silently replaced by the model's initial state."""
+
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        q = state_in.body_q.numpy()
+        if not np.all(np.isfinite(q)) or not np.all(np.isfinite(state_in.body_qd.numpy())) \
+                or not np.all(np.isfinite(state_in.body_f.numpy())):
+            self.model.state().body_q.numpy()  # noqa: B018 - a reset, as MuJoCo C does
+            state_out.body_q.assign(self.model.body_q)
+            state_out.body_qd.zero_()
+            return
+        super().step(state_in, state_out, control, contacts, dt, observables=observables)
+
+
+class FakeCrashesOnHugeDt(FakeEuler):
+    """Broken: dies (SIGSEGV) on a time step above one second, as an unguarded native solver might."""
+
+    def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+        if dt > 1.0:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        super().step(state_in, state_out, control, contacts, dt, observables=observables)

@@ -17,8 +17,10 @@ pytest_plugins = ["pytester"]
 FAKES = Path(__file__).with_name("fake_solvers.py").read_text()
 
 
-def run_suite(pytester, solver_class: str, extra: str = "", graph_capturable: bool = False):
-    """Run ``SolverConformance`` against ``fake_solvers.<solver_class>``; return {test name: outcome}."""
+def run_suite(pytester, solver_class: str, extra: str = "", graph_capturable: bool = False, select: str = "not test_fault"):
+    """Run ``SolverConformance`` against ``fake_solvers.<solver_class>`` (the tests ``-k select``
+    picks: the fault cases, which start child processes, only where a test asks for them); return
+    {test name: outcome}."""
     pytester.makepyfile(fake_solvers=FAKES)
     pytester.makepyfile(
         test_suite=f"""
@@ -33,7 +35,7 @@ class TestSuite(armillary.testing.SolverConformance):
     )
     pytester.syspathinsert()
     try:
-        reprec = pytester.inline_run("-p", "no:cacheprovider", "-q")
+        reprec = pytester.inline_run("-p", "no:cacheprovider", "-q", "-k", select)
     finally:
         sys.modules.pop("fake_solvers", None)
     outcomes = {}
@@ -81,6 +83,34 @@ def test_correct_fake_solver_passes(pytester):
     assert "friction" in out["test_friction:message"] or "rigid_contacts" in out["test_friction:message"]
     assert out["test_pendulum_energy"] == "skipped" and "REVOLUTE" in out["test_pendulum_energy:message"]
     assert out["test_step_does_not_synchronise_with_the_host"] == "skipped"
+
+
+def test_fault_cases_pass_a_correct_solver(pytester):
+    out = run_suite(pytester, "FakeEuler", select="test_fault")
+    assert failures(out) == [], {k: out[k + ":message"] for k in failures(out)}
+    for case in ("body_q_none", "body_q_short", "body_q_numpy", "dt_nan", "dt_string", "nan_body_q", "nan_body_f",
+                 "body_q_reassigned_short_after_steps", "state_in_not_a_state", "dt_huge"):  # fmt: skip
+        assert out.get(f"test_fault[{case}]") == "passed", (case, out.get(f"test_fault[{case}]:message"))
+    # FakeEuler has free bodies only: the chain and contact cases are skipped, saying why
+    assert out["test_fault[joint_q_none]"] == "skipped"
+    assert "chain" in out["test_fault[joint_q_none]:message"]
+
+
+def test_fault_cases_catch_a_silent_reset(pytester):
+    out = run_suite(pytester, "FakeSilentReset", select="test_fault")
+    for case in ("nan_body_q", "nan_body_qd", "inf_body_q"):
+        assert out[f"test_fault[{case}]"] == "failed", case
+        assert "silent reset" in out[f"test_fault[{case}]:message"]
+    assert out["test_fault[body_q_none]"] == "passed"
+
+
+def test_fault_cases_survive_a_crash_and_name_it(pytester):
+    out = run_suite(pytester, "FakeCrashesOnHugeDt", select="test_fault")
+    assert out["test_fault[dt_huge]"] == "failed"
+    assert "the process died" in out["test_fault[dt_huge]:message"]
+    # the cases after the crash still ran, in a new child process
+    assert out["test_fault[nan_body_q]"] == "passed"
+    assert out["test_fault[body_q_none]"] == "passed"
 
 
 def test_kit_catches_a_declared_observable_left_unwritten(pytester):

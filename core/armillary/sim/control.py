@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import warp as wp
 
+from .checked import CheckedAttributes
 
-class Control:
+
+class Control(CheckedAttributes):
     """Joint forces and drive targets. Create with :meth:`armillary.Model.control`.
 
     Attributes:

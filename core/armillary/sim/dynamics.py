@@ -23,6 +23,7 @@ import warp as wp
 
 from . import dynamics_kernels as dk
 from . import kinematics_kernels as kk
+from .array_checks import expect_array
 from .enums import JointType
 from .exceptions import warn_deprecated
 from .kinematics import _as_bool_array, topology
@@ -102,10 +103,20 @@ def _check_model_arrays(model, fn, names=_REQUIRED):
         raise ValueError(f"{fn}: model.{missing[0]} is None; the model arrays {', '.join(missing)} are required")
 
 
-def _check_state_arrays(state, fn, names=("body_q", "joint_q", "joint_qd")):
+_STATE_LAYOUT = {"body_q": ("body_count", wp.transform), "body_qd": ("body_count", wp.spatial_vector),
+                 "joint_q": ("joint_coord_count", wp.float32), "joint_qd": ("joint_dof_count", wp.float32)}
+
+
+def _check_state_arrays(state, fn, names=("body_q", "joint_q", "joint_qd"), model=None):
     missing = [n for n in names if getattr(state, n, None) is None]
     if missing:
         raise ValueError(f"{fn}: state.{missing[0]} is None; the state arrays {', '.join(missing)} are required")
+    if model is not None:
+        for name in names:
+            count, dtype = _STATE_LAYOUT[name]
+            n = int(getattr(model, count))
+            expect_array(f"{fn}: state", name, getattr(state, name), n, dtype, wp.get_device(model.device),
+                         required=True, hint=f"the model's {count} is {n}")  # fmt: skip
 
 
 def _armature(model):
@@ -186,7 +197,7 @@ def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None
     if model.articulation_count == 0:
         return None
     _check_model_arrays(model, fn)
-    _check_state_arrays(state, fn)
+    _check_state_arrays(state, fn, model=model)
     shape = _mass_matrix_shape(model)
     if H is None:
         H = wp.zeros(shape, dtype=wp.float32, device=model.device)
@@ -237,7 +248,7 @@ def eval_jacobian(model, state, J=None, joint_S_s=None, mask=None):
     if model.articulation_count == 0:
         return None
     _check_model_arrays(model, fn)
-    _check_state_arrays(state, fn)
+    _check_state_arrays(state, fn, model=model)
     shape = _jacobian_shape(model)
     if J is None:
         J = wp.zeros(shape, dtype=wp.float32, device=model.device)
@@ -299,7 +310,7 @@ def eval_inverse_dynamics_passive(model, state, *, mass_matrix=None, gravity_for
             raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
         return
     _check_model_arrays(model, fn)
-    _check_state_arrays(state, fn)
+    _check_state_arrays(state, fn, model=model)
     if _has_rod(model):
         raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
     _launch_dynamics(model, state, mode, mask_arr, mass_matrix, gravity_force, coriolis_force, 1.0, fn=fn)
@@ -334,7 +345,7 @@ def eval_inverse_dynamics_force(model, state, *, mass_matrix, joint_qdd, corioli
     mode, mask_arr = _mask(model, mask, fn)
     _check_model_arrays(model, fn, ("articulation_start", "articulation_end", "joint_type", "joint_parent", "joint_X_p",
                                     "joint_qd_start"))  # fmt: skip
-    _check_state_arrays(state, fn, ("body_q",))
+    _check_state_arrays(state, fn, ("body_q",), model=model)
     if _has_rod(model):
         raise ValueError(f"{fn}: ROD joints are not supported by the inverse-dynamics pipeline")
     wp.launch(

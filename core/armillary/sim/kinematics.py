@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from .array_checks import expect_array
 from ..launch import LaunchCache
 from .enums import BodyFlags
 from . import kinematics_kernels as kk
@@ -137,15 +138,19 @@ def _check_coords(model, joint_q, joint_qd, fn: str):
                 f"{fn}: {name} must be a float32 array of shape ({n},), got {wp.types.type_repr(arr.dtype)} "
                 f"{tuple(arr.shape)}"
             )
+        if not _same_device(arr, model):
+            raise ValueError(f"{fn}: {name} is on device {arr.device} but the model is on {model.device}")
 
 
 def _body_arrays(model, state, fn: str):
     body_q = getattr(state, "body_q", None)
     body_qd = getattr(state, "body_qd", None)
-    if body_q is None or body_qd is None:
-        raise ValueError(f"{fn}: state has no body_q / body_qd arrays")
-    if body_q.shape[0] != model.body_count or body_qd.shape[0] != model.body_count:
-        raise ValueError(f"{fn}: state.body_q / body_qd must have {model.body_count} entries")
+    nb = int(model.body_count)
+    for name, arr, dtype in (("body_q", body_q, wp.transform), ("body_qd", body_qd, wp.spatial_vector)):
+        if arr is None:
+            raise ValueError(f"{fn}: state has no {name} array")
+        expect_array(f"{fn}: state", name, arr, nb, dtype, wp.get_device(model.device), required=True,
+                     hint=f"the model has {nb} bodies")  # fmt: skip
     return body_q, body_qd
 
 

@@ -172,6 +172,7 @@ class Model:
         if soft is None:
             soft = int(self.particle_count) * int(self.shape_count)
         contacts = Contacts(int(rigid), int(soft), device=self.device, requires_grad=self.requires_grad)
+        contacts.shape_count = int(self.shape_count)  # the model the buffer is for (checked by solver steps)
         self._init_custom_contacts(contacts)
         return contacts
 

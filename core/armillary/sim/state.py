@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import warp as wp
 
+from .checked import CheckedAttributes
 
-class State:
+
+class State(CheckedAttributes):
     """Positions, velocities and external forces of bodies, joints and particles.
 
     Create with :meth:`armillary.Model.state`. Attributes are ``None`` when the

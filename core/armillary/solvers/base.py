@@ -10,6 +10,8 @@ and :mod:`armillary.testing` for the conformance suite every solver runs.
 from __future__ import annotations
 
 import functools
+import math
+import os
 import warnings
 from typing import ClassVar
 
@@ -58,6 +60,43 @@ def _deprecated_update_contacts(fn):
     return update_contacts
 
 
+def _debug_from_env() -> bool:
+    return os.environ.get("ARMILLARY_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _checked_step(fn):
+    """Wrap a solver's own ``step`` with the checks of :mod:`.step_guard`: ``dt`` and the input
+    arrays before it, the non-finite guard after it (and, in debug mode, the host check). A nested
+    ``super().step`` call runs unchecked."""
+
+    @functools.wraps(fn)
+    def step(self, state_in, state_out, control, contacts, dt, *args, **kwargs):
+        d = self.__dict__
+        if d.get("_in_step"):
+            return fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
+        guard = d.get("_step_guard")
+        if guard is None:
+            guard = self._make_step_guard()
+        if type(dt) is not float or not (0.0 < dt < math.inf):
+            from .step_guard import check_dt
+
+            dt = check_dt(type(self).__name__, dt)
+        guard.check_inputs(state_in, state_out, control, contacts)
+        d["_in_step"] = True
+        try:
+            fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
+        finally:
+            d["_in_step"] = False
+        self.step_count += 1
+        if self.finite_guard and not self.fuses_finite_guard:
+            guard.launch_guard(state_in, state_out, control)
+        if self.debug:
+            self.check_finite(state_out)
+
+    step._armillary_checked_step = True
+    return step
+
+
 class SolverBase:
     """Base class of every solver.
 
@@ -86,8 +125,23 @@ class SolverBase:
     SUPPORTED_OBSERVABLES: ClassVar[frozenset[str]] = frozenset()
     """Observable kinds this solver class fills (see :attr:`supported_observables`)."""
 
+    fuses_finite_guard: ClassVar[bool] = False
+    """``True`` when the solver's own kernels record non-finite outputs in :attr:`nonfinite_flags`
+    (with :func:`armillary.solvers.step_guard.report_nonfinite`); otherwise every step ends with the
+    generic guard launch over ``state_out``."""
+
+    finite_guard: bool = True
+    """Whether steps record non-finite outputs in :attr:`nonfinite_flags` (set ``False`` on an
+    instance whose outputs another guard covers, e.g. an entry of a coupled solver)."""
+
+    step_count: int = 0
+    """Steps this solver has taken (counted by the step checks)."""
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and callable(step) and not getattr(step, "_armillary_checked_step", False):
+            cls.step = _checked_step(step)
         fn = cls.__dict__.get("update_contacts")
         if fn is not None and callable(fn) and not getattr(fn, "_armillary_deprecated", False):
             cls.update_contacts = _deprecated_update_contacts(fn)
@@ -102,6 +156,7 @@ class SolverBase:
             )
         self.collision_pipeline = collision_pipeline
         self._last_model_flags = 0
+        self.debug = _debug_from_env()
         self.check_model_supported(model)
         self.warn_unhonoured_features(model)
 
@@ -182,6 +237,47 @@ class SolverBase:
         (or :func:`armillary.solvers.observables.begin_step`, which also fills the standard kinds).
         """
         raise NotImplementedError(f"{type(self).__name__}.step is not implemented")
+
+    # ------------------------------------------------------------ step checks
+    debug: bool = False
+    """Debug mode: every step ends with :meth:`check_finite` (a host sync), so the first step that
+    produces NaN or infinity raises. Defaults to the environment variable ``ARMILLARY_DEBUG``."""
+
+    def _make_step_guard(self):
+        from .step_guard import StepGuard
+
+        guard = self.__dict__["_step_guard"] = StepGuard(self)
+        return guard
+
+    @property
+    def nonfinite_flags(self):
+        """``wp.array(dtype=int32, shape=(7,))``: the smallest index of a non-finite body (pose or
+        twist), particle (position or velocity), joint coordinate and joint DOF of any step's
+        ``state_out``, and of a non-finite ``control.joint_f``, ``state_in.body_f`` and
+        ``state_in.particle_f`` entry, since the last :meth:`check_finite` /
+        :meth:`reset_nonfinite`; ``2**31 - 1`` where none (slots in
+        :mod:`armillary.solvers.step_guard`). Written on the device by every step, never
+        synchronised."""
+        guard = self.__dict__.get("_step_guard") or self._make_step_guard()
+        return guard.flags
+
+    def check_finite(self, state=None) -> None:
+        """Raise :class:`~armillary.solvers.step_guard.NonFiniteStateError` when a step since the last
+        check produced NaN or infinity, naming the first offending body, particle, joint coordinate or
+        DOF (its label and, given the ``state``, its value) and this solver's step count; the flags are
+        reset either way. Reads :attr:`nonfinite_flags` (a host sync): call it between steps, e.g. once
+        per frame."""
+        guard = self.__dict__.get("_step_guard") or self._make_step_guard()
+        found = guard.first_nonfinite()
+        if found is None:
+            return
+        guard.reset()
+        raise guard.error(found[0], found[1], state, self.step_count)
+
+    def reset_nonfinite(self) -> None:
+        """Clear :attr:`nonfinite_flags` (no sync)."""
+        guard = self.__dict__.get("_step_guard") or self._make_step_guard()
+        guard.reset()
 
     # ------------------------------------------------------------ observables
     @property

@@ -21,6 +21,7 @@ from ..sim.enums import JointType
 from ..solvers.base import SolverBase
 from ..sim.rotations import quat_rotate, quat_to_matrix
 from ..solvers.capabilities import FEATURES, Coordinates, SolverCapabilities
+from .faults import FAULT_CASES, run_fault_cases
 
 __all__ = ["SolverConformance", "Tolerances"]
 
@@ -1071,6 +1072,22 @@ class SolverConformance:
             expected = [rows[int(w)] for w in model.particle_world.numpy()]
             np.testing.assert_allclose(sim.state.particle_qd.numpy() / t, expected, atol=atol,
                                        err_msg="particle accelerations do not follow their world's gravity row")
+
+    # ============================================================ faults
+    _fault_results: ClassVar[dict | None] = None
+
+    @pytest.mark.parametrize("case", [c.name for c in FAULT_CASES])
+    def test_fault(self, case):
+        """Bad input raises a clear error before anything is written, NaN is stopped at the step it
+        enters (debug mode), and nothing crashes the interpreter (see :mod:`armillary.testing.faults`:
+        every case runs in a child process, all of a solver's cases in one child unless one dies)."""
+        cls = type(self)
+        if cls.__dict__.get("_fault_results") is None:
+            cls._fault_results = run_fault_cases(self.solver_class(), dict(self.solver_kwargs))
+        outcome = cls._fault_results[case]
+        if outcome.startswith("skip:"):
+            pytest.skip(outcome[5:].strip())
+        assert outcome == "ok", f"fault case {case!r} with {self.solver_class().__name__}: {outcome}"
 
     def test_determinism(self):
         """``deterministic=True``: two runs of a contact scene from scratch are bit-identical."""

@@ -10,7 +10,6 @@ the numbers the tests quote. See ``plugins/solver_semi_implicit/README.md``.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 import numpy as np
 import warp as wp
@@ -199,7 +198,6 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         dev = self.device
         nb = self.body_count
         self._launches = LaunchCache(max_entries=16)
-        self._checked: OrderedDict = OrderedDict()
         self._empty_s = wp.zeros(0, dtype=wp.spatial_vector, device=dev)
         self._empty_f = wp.zeros(0, dtype=float, device=dev)
         self._empty_v = wp.zeros(0, dtype=wp.vec3, device=dev)
@@ -266,108 +264,6 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         """Threads of a grid-stride launch over ``n`` items: one on the CPU, ``n`` on a GPU."""
         return 1 if wp.get_device(self.device).is_cpu else max(int(n), 1)
 
-    # ------------------------------------------------------------------ validation
-    def _check_array(self, owner, which: str, name: str, n: int, dtype, required: bool) -> None:
-        a = getattr(owner, name, None)
-        if a is None:
-            if required:
-                raise ValueError(f"SolverSemiImplicit.step: {which}.{name} is None; expected a wp.array of {n} "
-                                 f"{dtype.__name__}")  # fmt: skip
-            return
-        if not isinstance(a, wp.array):
-            raise ValueError(f"SolverSemiImplicit.step: {which}.{name} is {type(a).__name__}; expected a wp.array "
-                             f"of {n} {dtype.__name__}")  # fmt: skip
-        if a.ndim != 1 or a.shape[0] != n or a.dtype != dtype:
-            raise ValueError(f"SolverSemiImplicit.step: {which}.{name} has shape {a.shape} and dtype "
-                             f"{getattr(a.dtype, '__name__', a.dtype)}; expected ({n},) {dtype.__name__}")  # fmt: skip
-        if str(a.device) != str(self.device):
-            raise ValueError(f"SolverSemiImplicit.step: {which}.{name} is on {a.device}, the model on {self.device}")
-
-    _STATE_ARRAYS = ("body_q", "body_qd", "body_f", "particle_q", "particle_qd", "particle_f", "joint_q", "joint_qd")
-    _CONTROL_ARRAYS = ("joint_f", "joint_target_q", "joint_target_qd")
-    _CONTACT_ARRAYS = (
-        "rigid_contact_count", "rigid_contact_shape0", "rigid_contact_shape1", "rigid_contact_point0",
-        "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_margin0", "rigid_contact_margin1",
-        "rigid_contact_stiffness", "rigid_contact_damping", "rigid_contact_friction", "soft_contact_count",
-        "soft_contact_particle", "soft_contact_shape", "soft_contact_body_pos", "soft_contact_body_vel",
-        "soft_contact_normal",
-    )  # fmt: skip
-
-    def _seen(self, tag: str, obj, names) -> tuple[bool, tuple]:
-        """Whether ``obj`` with exactly these arrays was validated before (LRU of 16 entries; the
-        entry keeps the objects alive so that their ids stay unique)."""
-        arrays = tuple(getattr(obj, n, None) for n in names)
-        key = (tag, id(obj)) + tuple(id(a) for a in arrays)
-        if key in self._checked:
-            self._checked.move_to_end(key)
-            return True, key
-        return False, (key, (obj, arrays))
-
-    def _remember(self, entry) -> None:
-        key, value = entry
-        self._checked[key] = value
-        while len(self._checked) > 16:
-            self._checked.popitem(last=False)
-
-    def _check_state(self, state, which: str) -> None:
-        if state is None:
-            raise ValueError(f"SolverSemiImplicit.step: {which} is None; expected an armillary.State")
-        seen, entry = self._seen(which, state, self._STATE_ARRAYS)
-        if seen:
-            return
-        nb, npart = self.body_count, self.particle_count
-        for name, n, dtype, required in (
-            ("body_q", nb, wp.transform, True), ("body_qd", nb, wp.spatial_vector, True),
-            ("body_f", nb, wp.spatial_vector, False), ("particle_q", npart, wp.vec3, True),
-            ("particle_qd", npart, wp.vec3, True), ("particle_f", npart, wp.vec3, False),
-        ):  # fmt: skip
-            if n:
-                self._check_array(state, which, name, n, dtype, required)
-        if self.joint_count:
-            self._check_array(state, which, "joint_q", self.coord_count, wp.float32, False)
-            self._check_array(state, which, "joint_qd", self.dof_count, wp.float32, False)
-        self._remember(entry)
-
-    def _check_control(self, control) -> None:
-        if control is None:
-            return
-        seen, entry = self._seen("control", control, self._CONTROL_ARRAYS)
-        if seen:
-            return
-        if self.joint_count:
-            for name, n in (("joint_f", self.dof_count), ("joint_target_q", self.coord_count),
-                            ("joint_target_qd", self.dof_count)):  # fmt: skip
-                self._check_array(control, "control", name, n, wp.float32, False)
-        self._remember(entry)
-
-    def _check_contacts(self, contacts) -> None:
-        if contacts is None:
-            return
-        seen, entry = self._seen("contacts", contacts, self._CONTACT_ARRAYS)
-        if seen:
-            return
-        if self.body_count:
-            shape0 = getattr(contacts, "rigid_contact_shape0", None)
-            if not isinstance(shape0, wp.array):
-                raise ValueError("SolverSemiImplicit.step: contacts.rigid_contact_shape0 is missing; expected "
-                                 "armillary.Contacts (from CollisionPipeline / Model.contacts())")  # fmt: skip
-            n = int(shape0.shape[0])
-            self._check_array(contacts, "contacts", "rigid_contact_count", 1, wp.int32, True)
-            for name, dtype in (("rigid_contact_shape0", wp.int32), ("rigid_contact_shape1", wp.int32),
-                                ("rigid_contact_point0", wp.vec3), ("rigid_contact_point1", wp.vec3),
-                                ("rigid_contact_normal", wp.vec3), ("rigid_contact_margin0", wp.float32),
-                                ("rigid_contact_margin1", wp.float32), ("rigid_contact_stiffness", wp.float32),
-                                ("rigid_contact_damping", wp.float32), ("rigid_contact_friction", wp.float32)):  # fmt: skip
-                self._check_array(contacts, "contacts", name, n, dtype, True)
-        if self.particle_count and getattr(contacts, "soft_contact_particle", None) is not None:
-            n = int(contacts.soft_contact_particle.shape[0])
-            self._check_array(contacts, "contacts", "soft_contact_count", 1, wp.int32, True)
-            for name, dtype in (("soft_contact_particle", wp.int32), ("soft_contact_shape", wp.int32),
-                                ("soft_contact_body_pos", wp.vec3), ("soft_contact_body_vel", wp.vec3),
-                                ("soft_contact_normal", wp.vec3)):  # fmt: skip
-                self._check_array(contacts, "contacts", name, n, dtype, True)
-        self._remember(entry)
-
     # ------------------------------------------------------------------ step
     def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` [s] into ``state_out`` (``state_in is state_out`` allowed).
@@ -377,16 +273,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         ``dt`` or a missing / mis-shaped / mis-typed / foreign-device array. ``observables``: a
         container from :meth:`observables` (``SUPPORTED_OBSERVABLES``) filled by this step.
         """
-        try:
-            dt = float(dt)
-        except (TypeError, ValueError):
-            raise ValueError(f"SolverSemiImplicit.step: dt must be a number, got {dt!r}") from None
-        if not (math.isfinite(dt) and dt > 0.0):
-            raise ValueError(f"SolverSemiImplicit.step: dt must be finite and > 0, got {dt!r}")
-        self._check_state(state_in, "state_in")
-        self._check_state(state_out, "state_out")
-        self._check_control(control)
-        self._check_contacts(contacts)
+        dt = float(dt)  # checked by SolverBase (finite, > 0), as are the arrays
         observed = begin_step(self, observables, state_in, state_out, contacts)
 
         model, dev, nb = self.model, self.device, self.body_count

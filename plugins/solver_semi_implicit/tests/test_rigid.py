@@ -295,7 +295,7 @@ def _bad_input_scene():
         ("body_q_none", r"state_in.body_q is None"),
         ("body_q_shape", r"state_out.body_q has shape \(2,\)"),
         ("body_qd_dtype", r"state_in.body_qd has shape \(1,\) and dtype transform"),
-        ("body_f_list", r"state_in.body_f is list"),
+        ("body_f_list", r"state_in.body_f is builtins.list, not a Warp array"),
         ("joint_f_len", r"control.joint_f has shape \(3,\)"),
         ("contacts_missing", r"contacts.rigid_contact_normal is None"),
         ("contacts_dtype", r"contacts.rigid_contact_margin0 has shape"),
