@@ -316,6 +316,9 @@ def run(options: RunOptions) -> RunSummary:
                 one_step()
         if model.body_count:
             body_q[frame + 1] = state_0.body_q.numpy()  # host copy once per frame, outside step
+        pipeline = getattr(model, "_default_collision_pipeline", None) if contacts is not None else None
+        if pipeline is not None:  # contact-buffer overflow: warns once (a small read per frame)
+            pipeline.check_overflow(contacts)
         if recorder is not None:
             recorder.record(state_0, (frame + 1) * dt * substeps)
         progress.update(frame + 1)

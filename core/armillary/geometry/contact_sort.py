@@ -56,8 +56,24 @@ def alloc_contact_out(cap: int, key_shift: int = 0) -> ContactOut:
     o.sort_value = wp.zeros(0, dtype=int)
     o.capacity = cap
     o.key_shift = int(key_shift)
+    o.overflow = wp.zeros(0, dtype=int)  # overflow not counted (see set_counters)
     set_reduction(o, None)
     return o
+
+
+def set_counters(o: ContactOut, overflow) -> ContactOut:
+    """Count the contacts ``o`` drops when full in ``overflow`` (8 ints: dropped, needed; a
+    :class:`Contacts` buffer's ``_overflow``, see :func:`.narrow_phase.note_dropped`)."""
+    o.overflow = overflow
+    return o
+
+
+def copy_contact_out(o: ContactOut) -> ContactOut:
+    """A new :class:`ContactOut` sharing every array of ``o``."""
+    c = ContactOut()
+    for name in ContactOut.vars:
+        setattr(c, name, getattr(o, name))
+    return c
 
 
 class ReductionSlots:

@@ -49,7 +49,8 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType, ShapeFlags
 from .marching import corner_offset, edge_t, kuhn_mid
-from .narrow_phase import MAX_SUB_KEY, SUB_KEY_BITS_C, ContactOut, shape_body_xform
+from .narrow_phase import (MAX_SUB_KEY, OVERFLOW_PAIRS_C, OVERFLOW_RIGID_C, SUB_KEY_BITS_C, ContactOut, note_dropped,
+                           shape_body_xform)
 from .primitives import any_perpendicular
 from .sdf import SDFBuffers, build_sdf_buffers, sdf_query, shape_sdf
 
@@ -143,6 +144,7 @@ def _emit(out: ContactOut, stiff: wp.array(dtype=float), hs: HydroState, a: int,
     if idx >= out.capacity:
         wp.atomic_sub(out.count, 0, 1)
         wp.atomic_add(hs.overflow, OVF_CONTACT, 1)
+        note_dropped(out.overflow, OVERFLOW_RIGID_C, 1, out.capacity)
         return
     pa = x - (0.5 * d) * n
     pb = x + (0.5 * d) * n
@@ -731,11 +733,13 @@ def _gather_stiffness_kernel(count: wp.array(dtype=int), cap: int, order: wp.arr
 
 @wp.kernel
 def _filter_copy_kernel(cand: wp.array(dtype=wp.vec2i), count: wp.array(dtype=int), tmp: wp.array(dtype=wp.vec2i),
-                        tmp_count: wp.array(dtype=int), stride: int):  # fmt: skip
+                        tmp_count: wp.array(dtype=int), out: ContactOut, stride: int):  # fmt: skip
     tid = wp.tid()
     n = wp.min(count[0], cand.shape[0])
     if tid == 0:
         tmp_count[0] = n
+        if count[0] > n:  # broad-phase overflow: counted here, the filtered count no longer shows it
+            note_dropped(out.overflow, OVERFLOW_PAIRS_C, count[0] - n, cand.shape[0])
     i = tid
     while i < n:
         tmp[i] = cand[i]
@@ -1005,14 +1009,15 @@ class HydroelasticSDF:
             self._stiff_scratch = wp.zeros(max(int(capacity), 1), dtype=float, device=self.device)
         return self._stiff_scratch
 
-    def filter_candidates(self, model, candidates, count) -> None:
-        """Remove hydroelastic pairs from a broad-phase candidate list in place (3 launches)."""
+    def filter_candidates(self, model, candidates, count, out: ContactOut) -> None:
+        """Remove hydroelastic pairs from a broad-phase candidate list in place (3 launches);
+        candidate pairs the broad phase dropped are counted in ``out``'s overflow counters."""
         dev = self.device
         if self._filter_tmp is None or self._filter_tmp.shape[0] < candidates.shape[0]:
             self._filter_tmp = wp.zeros(candidates.shape[0], dtype=wp.vec2i, device=dev)
             self._filter_count = wp.zeros(1, dtype=int, device=dev)
         g = _grid_dim(dev, candidates.shape[0])
-        wp.launch(_filter_copy_kernel, dim=g, inputs=[candidates, count, self._filter_tmp, self._filter_count, g],
+        wp.launch(_filter_copy_kernel, dim=g, inputs=[candidates, count, self._filter_tmp, self._filter_count, out, g],
                   device=dev, record_tape=False)  # fmt: skip
         wp.launch(_zero_count_kernel, dim=1, inputs=[count], device=dev, record_tape=False)
         wp.launch(_filter_back_kernel, dim=g,

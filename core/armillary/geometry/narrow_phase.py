@@ -33,6 +33,7 @@ import warp as wp
 
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
+from ..sim.contacts import OVERFLOW_PAIRS, OVERFLOW_RIGID, OVERFLOW_SOFT
 from ..sim.enums import GeoType, ShapeFlags
 from .primitives import (
     MAXVAL,
@@ -167,6 +168,9 @@ class ContactOut:
     red_blocks: wp.array(dtype=int)
     # per shape, 1: a primitive routed against meshes through its SDF (:mod:`.mesh_mesh`); empty: none
     route: wp.array(dtype=int)
+    # overflow counters: [0:4] dropped, [4:8] needed (``Contacts.contact_counters`` /
+    # ``contact_capacity_needed``, views of one array); empty: not counted
+    overflow: wp.array(dtype=int)
 
 
 @wp.struct
@@ -190,13 +194,30 @@ class PairCtx:
     red: int  # reduction block of this pair, -1: contacts are written directly
 
 
+#: slots of the overflow counters (``Contacts.contact_counters``)
+OVERFLOW_RIGID_C = wp.constant(OVERFLOW_RIGID)
+OVERFLOW_SOFT_C = wp.constant(OVERFLOW_SOFT)
+OVERFLOW_PAIRS_C = wp.constant(OVERFLOW_PAIRS)
+
+
+@wp.func
+def note_dropped(overflow: wp.array(dtype=int), slot: int, n: int, capacity: int):
+    """Count ``n`` items dropped from a full buffer of ``capacity`` in ``overflow[slot]`` and raise
+    ``overflow[4 + slot]`` (the needed capacity) to ``capacity`` + everything dropped so far
+    (no-op for an empty array). Only runs on overflow, so it costs nothing otherwise."""
+    if overflow.shape[0] > slot + 4:
+        d = wp.atomic_add(overflow, slot, n) + n
+        wp.atomic_max(overflow, slot + 4, capacity + d)
+
+
 @wp.func
 def write_contact(ctx: PairCtx, out: ContactOut, pa: wp.vec3, pb: wp.vec3, n: wp.vec3, ra: float, rb: float,
                   sub: int):  # fmt: skip
     """Append one (admitted) contact to ``out``."""
     idx = wp.atomic_add(out.count, 0, 1)
     if idx >= out.capacity:
-        wp.atomic_sub(out.count, 0, 1)  # overflow: drop, keeping count <= capacity
+        wp.atomic_sub(out.count, 0, 1)  # overflow: drop, keeping count <= capacity, and count it
+        note_dropped(out.overflow, OVERFLOW_RIGID_C, 1, out.capacity)
         return
     qa = wp.transform_get_rotation(ctx.XbA)
     qb = wp.transform_get_rotation(ctx.XbB)
@@ -791,6 +812,8 @@ def narrow_phase_kernel(
 ):
     tid = wp.tid()
     n_pairs = wp.min(pair_count[0], pairs.shape[0])
+    if tid == 0 and pair_count[0] > pairs.shape[0]:  # the broad phase kept counting past its buffer
+        note_dropped(out.overflow, OVERFLOW_PAIRS_C, pair_count[0] - pairs.shape[0], pairs.shape[0])
     i = tid
     while i < n_pairs:
         a, b, ta, tb = ordered_pair(pairs[i], shape_type)
@@ -943,6 +966,7 @@ def soft_contact_kernel(
     out_body_vel: wp.array(dtype=wp.vec3),
     out_normal: wp.array(dtype=wp.vec3),
     out_tids: wp.array(dtype=int),
+    overflow: wp.array(dtype=int),
     stride: int,
 ):
     tid = wp.tid()
@@ -1023,6 +1047,7 @@ def soft_contact_kernel(
             idx = wp.atomic_add(count, 0, 1)
             if idx >= out_particle.shape[0]:
                 wp.atomic_sub(count, 0, 1)
+                note_dropped(overflow, OVERFLOW_SOFT_C, 1, out_particle.shape[0])
             else:
                 Xb = shape_body_xform(shape_body[s], body_q)
                 out_particle[idx] = pidx

@@ -24,9 +24,9 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 from ..sim.enums import GeoType
 from .broad_phase import grid_dim
 from .mesh_collision import GeoBuffers, build_geo_buffers
-from .contact_sort import DeterministicSort, ReductionSlots, alloc_contact_out, set_reduction
+from .contact_sort import DeterministicSort, ReductionSlots, alloc_contact_out, set_counters, set_reduction
 from .mesh_collision import hull_face_normals, triangle_edge_flags
-from .narrow_phase import PAIR_MAX_CONTACTS, ContactOut, narrow_phase_kernel
+from .narrow_phase import OVERFLOW_RIGID_C, PAIR_MAX_CONTACTS, ContactOut, narrow_phase_kernel, note_dropped
 
 #: geometry types whose contacts need per-model buffers (vertices, BVHs, heightfield samples)
 _MODEL_BUFFER_TYPES = (int(GeoType.CONVEX_MESH), int(GeoType.MESH), int(GeoType.HFIELD))
@@ -107,9 +107,13 @@ def _make_writer_kernel(writer_func, data_type):
     def write_contacts(src: ContactOut, data: data_type, out_capacity: int, out_count: wp.array(dtype=int),
                        stride: int):  # fmt: skip
         tid = wp.tid()
-        n = wp.min(wp.min(src.count[0], src.capacity), out_capacity)
-        if tid == 0 and out_count.shape[0] > 0:
-            out_count[0] = n
+        m = wp.min(src.count[0], src.capacity)
+        n = wp.min(m, out_capacity)
+        if tid == 0:
+            if out_count.shape[0] > 0:
+                out_count[0] = n
+            if m > n:  # the output arrays are shorter than the staging buffer
+                note_dropped(src.overflow, OVERFLOW_RIGID_C, m - n, out_capacity)
         i = tid
         while i < n:
             writer_func(_contact_data(src, i), data, i)
@@ -288,6 +292,9 @@ class NarrowPhase:
     HFIELD against convex shapes (PLANE-MESH too); other candidate pairs (e.g. PLANE-PLANE,
     MESH-MESH) produce no contacts and are counted in :attr:`skipped_pair_count` (a one-element
     device array, reset by every launch; read it to detect pairs this narrow phase cannot handle).
+    Contacts that find the output full (``contact_max``, or the length of :meth:`launch`'s output
+    arrays) are dropped and counted in :attr:`dropped_contact_count` (one-element device array,
+    reset by every launch; ``count + dropped`` is the capacity that would have held them all).
 
     Geometry of CONVEX_MESH and MESH shapes comes from ``shape_source`` (as in the reference:
     per shape the id of a ``wp.Mesh`` over the shape's unscaled vertices and CCW triangles, e.g.
@@ -325,7 +332,8 @@ class NarrowPhase:
     (the reduction here uses fixed per-pair slot blocks, one per candidate pair);
     ``has_meshes`` / ``has_heightfields`` = ``False`` skip allocating those slot blocks;
     ``verify_buffers`` asks for host-side overflow checks, which would sync (overflowing
-    contacts are dropped and the written count capped instead); ``sdf_texture_paired_samples``
+    contacts are dropped, the written count capped and the drops counted in
+    :attr:`dropped_contact_count` instead); ``sdf_texture_paired_samples``
     concerns SDF contacts, which are not implemented. Options that would change results and are
     not implemented (``hydroelastic_sdf``, ...) raise :class:`NotImplementedError`.
     """
@@ -365,6 +373,8 @@ class NarrowPhase:
             self._pairs = wp.zeros(n, dtype=wp.vec2i)
             self._pair_count = wp.zeros(1, dtype=int)
             self.skipped_pair_count = wp.zeros(1, dtype=int)
+            self._overflow = wp.zeros(8, dtype=int)  # see narrow_phase.note_dropped
+            self.dropped_contact_count = self._overflow[0:1]
             self._no_count = wp.zeros(0, dtype=int)
             self._no_vec = wp.zeros(0, dtype=wp.vec3)
         self._no_slots = ReductionSlots(0, self.device)
@@ -439,6 +449,7 @@ class NarrowPhase:
             slots.reset()
         if not self.deterministic:
             out = set_reduction(self._alloc_scratch(cap), slots)
+            set_counters(out, self._overflow)
             out.count.zero_()
             return out, out
         cap = max(int(cap), 1)
@@ -447,7 +458,8 @@ class NarrowPhase:
             self._sorter_n = n
             with wp.ScopedDevice(self.device):
                 self._sorted = alloc_contact_out(self._sorter.capacity)
-        out = set_reduction(self._sorter.scratch, slots)
+            set_counters(self._sorted, self._overflow)
+        out = set_counters(set_reduction(self._sorter.scratch, slots), self._overflow)
         out.count.zero_()
         self._sorter.reset_keys()
         return out, self._sorted
@@ -477,6 +489,7 @@ class NarrowPhase:
         out, final = self._outputs(n, cap, mesh_like)
         self._pair_count.zero_()
         self.skipped_pair_count.zero_()
+        self._overflow.zero_()
         pdim = grid_dim(dev, max(n, candidate_pair.shape[0]))
         wp.launch(_prepare_kernel, dim=pdim,
                   inputs=[candidate_pair, candidate_pair_count, shape_types, shape_data, shape_transform,

@@ -11,6 +11,12 @@ contact kernel when the model has particles and particle-colliding shapes (1), a
 for contact reports; with ``requires_grad`` one recorded launch filling the deprecated
 ``rigid_contact_diff_*`` outputs (:mod:`.contact_kinematics`). Nothing syncs with the host,
 so ``collide`` can be captured in a CUDA graph once the pipeline and its contacts exist.
+
+Buffer overflow is counted inside those kernels (no extra launch): a contact (or broad-phase
+candidate pair) that finds its buffer full is dropped and counted in the contacts buffer's
+``contact_counters`` / ``contact_capacity_needed``, which the AABB kernel resets (the needed
+capacities only on ``Contacts.clear()``); :meth:`CollisionPipeline.check_overflow` reads them on
+the host and warns once per pipeline and kind, naming the capacity to pass.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ import warp as wp
 
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
-from ..sim.contacts import Contacts
+from ..sim.contacts import ContactOverflow, Contacts
+from ..sim.exceptions import warn as _warn
 from ..sim.enums import GeoType, ShapeFlags
 from .broad_phase import BroadPhaseAllPairs, BroadPhaseExplicit, BroadPhaseSAP, grid_dim
 from ..launch import LaunchCache
 from .contact_kinematics import contact_kinematics_kernel
 from .matching import ContactMatcher
-from .contact_sort import DeterministicSort, ReductionSlots, alloc_contact_out, set_reduction
+from .contact_sort import (DeterministicSort, ReductionSlots, alloc_contact_out, copy_contact_out, set_counters,
+                           set_reduction)
 from .mesh_mesh import MM_PAIR_ESTIMATE, MeshMeshRoute, prim_sdf_flags, routed_pair_mask
 from .narrow_phase import (
     PAIR_MAX_CONTACTS,
@@ -70,6 +78,7 @@ def _aabb_kernel(
     cand_count: wp.array(dtype=int),
     rigid_count: wp.array(dtype=int),
     soft_count: wp.array(dtype=int),
+    dropped: wp.array(dtype=int),
     generation: wp.array(dtype=int),
     sort_key: wp.array(dtype=wp.int64),
     key_fill: wp.int64,
@@ -80,6 +89,8 @@ def _aabb_kernel(
         cand_count[0] = 0
         rigid_count[0] = 0
         soft_count[0] = 0
+        for k in range(dropped.shape[0]):
+            dropped[k] = 0
         if generation.shape[0] > 0:
             generation[0] = generation[0] + 1
     k = tid
@@ -426,8 +437,9 @@ class CollisionPipeline:
                 self._key_fill = self._sorter.key_fill
             self._key_fill_arg = wp.int64(self._key_fill if self.deterministic else 0)
             # recorded launches of collide (one argument set per state / contacts buffer in use)
-            self._launches = LaunchCache(max_entries=8)
-            self._outs: dict[int, tuple[Contacts, ContactOut]] = {}
+            self._launches = LaunchCache(max_entries=16)
+            self._outs: dict[int, tuple[Contacts, ContactOut, ContactOut | None]] = {}
+            self._overflow_warned: set[str] = set()  # kinds check_overflow has warned about
             self._matcher = None
             if self.contact_matching != "disabled":
                 self._matcher = ContactMatcher(model, self.rigid_contact_max, self.contact_matching,
@@ -484,17 +496,23 @@ class CollisionPipeline:
         return alloc_contact_out(cap, self._key_shift)
 
     def _contacts_out_cached(self, contacts: Contacts) -> ContactOut:
-        """:meth:`_contacts_out` made once per contacts buffer (same struct object every call,
-        so the recorded narrow-phase launch is replayed); rebuilt when its arrays were replaced."""
+        """The narrow phase's output for ``contacts``: :meth:`_contacts_out`, or with
+        ``deterministic`` the staging buffer counting its overflow in ``contacts``; made once per
+        contacts buffer (same struct object every call, so the recorded narrow-phase launch is
+        replayed) and rebuilt when its arrays were replaced."""
         hit = self._outs.get(id(contacts))
         if hit is not None and hit[0] is contacts and hit[1].count is contacts.rigid_contact_count and \
-                hit[1].point0 is contacts.rigid_contact_point0 and hit[1].normal is contacts.rigid_contact_normal:  # fmt: skip
-            return hit[1]
+                hit[1].point0 is contacts.rigid_contact_point0 and hit[1].normal is contacts.rigid_contact_normal and \
+                hit[1].overflow is contacts._overflow:  # fmt: skip
+            return hit[2] if self.deterministic else hit[1]
         out = self._contacts_out(contacts)
+        staging = None
+        if self.deterministic:
+            staging = set_counters(copy_contact_out(self._scratch), contacts._overflow)
         if len(self._outs) >= 4:
             self._outs.pop(next(iter(self._outs)))
-        self._outs[id(contacts)] = (contacts, out)
-        return out
+        self._outs[id(contacts)] = (contacts, out, staging)
+        return staging if self.deterministic else out
 
     def _contacts_out(self, contacts: Contacts) -> ContactOut:
         o = ContactOut()
@@ -513,6 +531,7 @@ class CollisionPipeline:
         o.sort_value = self._empty_i
         o.capacity = contacts.rigid_contact_max
         o.key_shift = self._key_shift
+        set_counters(o, contacts._overflow)
         return set_reduction(o, self._slots, self._mm_route)
 
     # ------------------------------------------------------------------ public API
@@ -560,11 +579,11 @@ class CollisionPipeline:
         model = self.model
         dev = self.device
         if contacts.clear_buffers:
-            contacts.clear(bump_generation=False)
+            contacts._clear_rows()  # counts and overflow counters: reset by the AABB kernel
         n = self.shape_count
         body_q = state.body_q if model.body_count else self._no_body_q
         body_qd = state.body_qd if model.body_count else self._no_body_qd
-        out = self._scratch if self.deterministic else self._contacts_out_cached(contacts)
+        out = self._contacts_out_cached(contacts)
         sort_key = self._sort_key if self.deterministic else self._empty_i64
         dim = grid_dim(dev, max(n, self.rigid_contact_max if self.deterministic else 1))
         launch = self._launches.launch
@@ -572,7 +591,8 @@ class CollisionPipeline:
                [n, model.shape_type, model.shape_body, model.shape_transform, model.shape_scale,
                 model.shape_margin, model.shape_gap, model.shape_collision_radius, body_q, body_qd,
                 self._body_com, spec_i, dtv, emax, self._shape_X, self._lower, self._upper, self._counters,
-                out.count, contacts.soft_contact_count, contacts.contact_generation, sort_key, self._key_fill_arg, dim],
+                out.count, contacts.soft_contact_count, contacts.contact_counters, contacts.contact_generation,
+                sort_key, self._key_fill_arg, dim],
                device=dev)  # fmt: skip
         if self._reduction is not None:
             self._reduction.reset()
@@ -589,7 +609,7 @@ class CollisionPipeline:
                                         filter_pairs=self._filter_pairs, num_filter_pairs=int(self._filter_pairs.shape[0]),
                                         skip_count_zero=True, **common)  # fmt: skip
             if self.hydroelastic_sdf is not None and self.broad_phase_mode != "explicit":
-                self.hydroelastic_sdf.filter_candidates(model, self._candidates, self._counters)
+                self.hydroelastic_sdf.filter_candidates(model, self._candidates, self._counters, out)
             ndim = grid_dim(dev, self.shape_pairs_max)
             launch(narrow_phase_kernel, ndim,
                    [self._candidates, self._counters, model.shape_type, model.shape_body, self._shape_X,
@@ -626,16 +646,53 @@ class CollisionPipeline:
                       device=dev)  # fmt: skip
         if self.soft_contact_pair_count and contacts.soft_contact_max > 0:
             sdim = grid_dim(dev, self.soft_contact_pair_count)
-            wp.launch(soft_contact_kernel, dim=sdim,
-                      inputs=[state.particle_q, model.particle_radius, model.particle_flags, model.particle_world,
-                              int(model.particle_count), self._soft_shapes, int(self._soft_shapes.shape[0]),
-                              model.shape_type, model.shape_body, model.shape_world, self._shape_X, model.shape_scale,
-                              body_q, soft_margin, *convex_mesh_buffers(model), contacts.soft_contact_count, contacts.soft_contact_particle,
-                              contacts.soft_contact_shape, contacts.soft_contact_indices,
-                              contacts.soft_contact_barycentric, contacts.soft_contact_body_pos,
-                              contacts.soft_contact_body_vel, contacts.soft_contact_normal, contacts.soft_contact_tids,
-                              sdim],
-                      device=dev)  # fmt: skip
+            # replayed like the other launches (no backward: nothing to record on a tape)
+            launch(soft_contact_kernel, sdim,
+                   [state.particle_q, model.particle_radius, model.particle_flags, model.particle_world,
+                    int(model.particle_count), self._soft_shapes, int(self._soft_shapes.shape[0]),
+                    model.shape_type, model.shape_body, model.shape_world, self._shape_X, model.shape_scale,
+                    body_q, soft_margin, *convex_mesh_buffers(model), contacts.soft_contact_count,
+                    contacts.soft_contact_particle, contacts.soft_contact_shape, contacts.soft_contact_indices,
+                    contacts.soft_contact_barycentric, contacts.soft_contact_body_pos,
+                    contacts.soft_contact_body_vel, contacts.soft_contact_normal, contacts.soft_contact_tids,
+                    contacts._overflow, sdim],
+                   device=dev)  # fmt: skip
+
+    def check_overflow(self, contacts: Contacts, *, warn: bool = True) -> ContactOverflow:
+        """Read the overflow counters of ``contacts`` (filled by :meth:`collide`; one small device
+        read, so call it where the host synchronises anyway, e.g. once per frame, and outside
+        graph capture) and return them as a :class:`~armillary.sim.contacts.ContactOverflow`.
+
+        With ``warn`` an :class:`~armillary.NewtonWarning` names, per kind of buffer that
+        overflowed since the contacts were created or cleared (rigid contacts, soft contacts,
+        broad-phase candidate pairs), how many were dropped and the capacity to pass instead;
+        each kind is reported once per pipeline.
+        """
+        o = contacts.overflow()
+        if not (warn and o):
+            return o
+        rigid_cap = self.rigid_contact_max if self.deterministic else contacts.rigid_contact_max
+        kinds = (
+            ("rigid", o.rigid_needed, o.rigid_dropped, "rigid contacts", "rigid_contact_max", rigid_cap,
+             "model.rigid_contact_max"),
+            ("soft", o.soft_needed, o.soft_dropped, "soft (particle-shape) contacts", "soft_contact_max",
+             contacts.soft_contact_max, "model.soft_contact_max"),
+            ("pairs", o.pairs_needed, o.pairs_dropped, "broad-phase candidate shape pairs", "shape_pairs_max",
+             self.shape_pairs_max, None),
+        )  # fmt: skip
+        parts = []
+        for kind, needed, dropped, what, name, cap, model_attr in kinds:
+            if needed <= 0 or kind in self._overflow_warned:
+                continue
+            self._overflow_warned.add(kind)
+            also = f" (or set {model_attr} before creating the pipeline)" if model_attr else ""
+            parts.append(f"{what}: one collide() produced {needed} but {name}={cap}, {dropped} dropped in the "
+                         f"last collide(); pass {name}={needed} or more to CollisionPipeline{also}")  # fmt: skip
+        if parts:
+            _warn("CollisionPipeline: contact buffer overflow, contacts were dropped and bodies may pass through "
+                  "each other. " + "; ".join(parts) + ". Allocate the contacts with pipeline.contacts(); "
+                  "Contacts.overflow() returns the counts (reported once per pipeline and kind).")  # fmt: skip
+        return o
 
     def reset_contact_matching(self, world_mask=None) -> None:
         """Clear all previous-frame contact history now, or, with ``world_mask`` (a 1-D ``wp.bool``

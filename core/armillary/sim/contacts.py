@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import warp as wp
 
 from .exceptions import warn_deprecated
+
+#: slots of :attr:`Contacts.contact_counters` and :attr:`Contacts.contact_capacity_needed`
+OVERFLOW_RIGID, OVERFLOW_SOFT, OVERFLOW_PAIRS = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ContactOverflow:
+    """Buffer overflow of a :class:`Contacts` buffer, read by :meth:`Contacts.overflow`.
+
+    ``*_dropped``: contacts (candidate shape pairs) the most recent ``collide()`` dropped for
+    lack of room. ``*_needed``: the capacity that would have held everything one ``collide()``
+    produced, the largest since the buffer was created or last cleared; ``0`` while nothing of
+    that kind was dropped. Truthy when anything was dropped since then.
+    """
+
+    rigid_dropped: int = 0
+    soft_dropped: int = 0
+    pairs_dropped: int = 0
+    rigid_needed: int = 0
+    soft_needed: int = 0
+    pairs_needed: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.rigid_needed or self.soft_needed or self.pairs_needed)
 
 
 @wp.kernel
@@ -38,6 +64,19 @@ class Contacts:
     ``soft_contact_body_pos``, ``soft_contact_body_vel``, ``soft_contact_normal`` (vec3),
     ``soft_contact_tids`` (int32); ``soft_contact_count`` is a one-element int32 array.
 
+    Overflow: a contact that finds its buffer full is dropped (the counts stay clamped to the
+    capacities) and counted on the device, fused into the kernels that append contacts (no
+    extra launch, no host sync). ``contact_counters`` (int32, 4) holds what the most recent
+    ``collide()`` dropped: ``[0]`` rigid contacts, ``[1]`` soft contacts, ``[2]`` broad-phase
+    candidate shape pairs (``CollisionPipeline(shape_pairs_max=...)``), ``[3]`` reserved (0);
+    each ``collide()`` resets it. ``contact_capacity_needed`` (int32, 4, same slots) holds the
+    capacity that would have held everything one ``collide()`` produced, the largest since the
+    buffer was created or last cleared (``0`` while nothing of that kind was dropped).
+    :attr:`rigid_contact_dropped`, :attr:`soft_contact_dropped`, :attr:`shape_pairs_dropped` and
+    :meth:`overflow` read them on the host; ``CollisionPipeline.check_overflow`` also warns.
+    :meth:`clear` resets both. (The reference engine's ``contact_counters`` holds its unclamped
+    counts instead.)
+
     ``soft_contact_body_vel`` is the surface velocity of the shape in its body frame on top of the
     rigid body motion (zero for rigid primitives); solvers add the body's own velocity at
     ``soft_contact_body_pos`` themselves.
@@ -50,6 +89,7 @@ class Contacts:
     """
 
     EXTENDED_ATTRIBUTES = frozenset({"force"})
+    Overflow = ContactOverflow
 
     def __init__(
         self,
@@ -89,7 +129,11 @@ class Contacts:
             return wp.full(n, value, dtype=dtype, device=d)
 
         with wp.ScopedDevice(d):
-            self.contact_counters = wp.zeros(4, dtype=wp.int32)
+            # overflow (see the class docstring): dropped in the last collide(), needed capacities;
+            # two views of one array, the one the contact-appending kernels receive
+            self._overflow = wp.zeros(8, dtype=wp.int32)
+            self.contact_counters = self._overflow[0:4]
+            self.contact_capacity_needed = self._overflow[4:8]
             self.contact_generation = wp.zeros(1, dtype=wp.int32)
             # rigid
             self.rigid_contact_count = wp.zeros(1, dtype=wp.int32)
@@ -174,19 +218,51 @@ class Contacts:
         self._deprecated("rigid_contact_diff_normal", "use Contacts.rigid_contact_normal")
         return self.rigid_contact_normal if self.requires_grad else None
 
+    @property
+    def rigid_contact_dropped(self) -> int:
+        """Rigid contacts the most recent ``collide()`` dropped because ``rigid_contact_max`` was
+        reached (reads the device: synchronises)."""
+        return int(self.contact_counters.numpy()[OVERFLOW_RIGID])
+
+    @property
+    def soft_contact_dropped(self) -> int:
+        """Soft contacts the most recent ``collide()`` dropped because ``soft_contact_max`` was
+        reached (reads the device: synchronises)."""
+        return int(self.contact_counters.numpy()[OVERFLOW_SOFT])
+
+    @property
+    def shape_pairs_dropped(self) -> int:
+        """Broad-phase candidate shape pairs the most recent ``collide()`` dropped because the
+        pipeline's ``shape_pairs_max`` was reached (reads the device: synchronises)."""
+        return int(self.contact_counters.numpy()[OVERFLOW_PAIRS])
+
+    def overflow(self) -> ContactOverflow:
+        """Dropped counts of the most recent ``collide()`` and the capacities needed since the
+        last :meth:`clear` (one device read: synchronises; call it outside graph capture)."""
+        v = self._overflow.numpy()
+        d, n = v[:4], v[4:]
+        return ContactOverflow(int(d[OVERFLOW_RIGID]), int(d[OVERFLOW_SOFT]), int(d[OVERFLOW_PAIRS]),
+                               int(n[OVERFLOW_RIGID]), int(n[OVERFLOW_SOFT]), int(n[OVERFLOW_PAIRS]))  # fmt: skip
+
     def clear(self, bump_generation: bool = True) -> None:
-        """Reset the contact counts (and, with ``clear_buffers``, the per-contact arrays)."""
+        """Reset the contact counts and the overflow counters (``contact_counters``,
+        ``contact_capacity_needed``), and with ``clear_buffers`` the per-contact arrays."""
         self.rigid_contact_count.zero_()
         self.soft_contact_count.zero_()
-        self.contact_counters.zero_()
+        self._overflow.zero_()
         if self.clear_buffers:
-            for name in ("rigid_contact_shape0", "rigid_contact_shape1", "soft_contact_particle", "soft_contact_shape"):
-                getattr(self, name).fill_(-1)
-            for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force",
-                         "rigid_contact_stiffness", "rigid_contact_damping", "rigid_contact_friction"):
-                getattr(self, name).zero_()
+            self._clear_rows()
         if bump_generation:
             wp.launch(_bump_generation, dim=1, inputs=[self.contact_generation], device=self.device)
+
+    def _clear_rows(self) -> None:
+        """Reset the per-contact arrays (``clear_buffers``); ``collide()`` calls this, keeping
+        ``contact_capacity_needed``."""
+        for name in ("rigid_contact_shape0", "rigid_contact_shape1", "soft_contact_particle", "soft_contact_shape"):
+            getattr(self, name).fill_(-1)
+        for name in ("rigid_contact_point0", "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_force",
+                     "rigid_contact_stiffness", "rigid_contact_damping", "rigid_contact_friction"):
+            getattr(self, name).zero_()
 
     def validate_extended_attributes(self, attributes: tuple[str, ...]) -> None:
         unknown = set(attributes) - self.EXTENDED_ATTRIBUTES
