@@ -541,6 +541,7 @@ class CollisionPipeline:
                      device=self.device, contact_matching=self.contact_matching != "disabled",
                      contact_report=self.contact_report)  # fmt: skip
         c._contact_matching_mode = self.contact_matching
+        c.shape_count = int(self.model.shape_count)  # the model the buffer is for (checked by solver steps)
         init = getattr(self.model, "_init_custom_contacts", None)
         if init is not None:
             init(c)
@@ -556,6 +557,15 @@ class CollisionPipeline:
         """
         if soft_self_contact:
             raise NotImplementedError("CollisionPipeline.collide: soft self-contact is not implemented yet")
+        stamp = self.__dict__.get("_input_stamp")
+        if stamp is None or getattr(state, "_armillary_checked", None) is not stamp \
+                or getattr(contacts, "_armillary_checked", None) is not stamp:  # fmt: skip
+            from ..solvers.step_guard import _stamp_for, check_collide_inputs
+
+            self._input_stamp = _stamp_for(self.model)
+            if contacts is not None and getattr(contacts, "__dict__", {}).get("shape_count") != self.shape_count:
+                contacts.__dict__["shape_count"] = None  # any buffer may be refilled for this model
+            check_collide_inputs(self.model, state, contacts)
         if soft_contact_margin is not None:
             warnings.warn("CollisionPipeline.collide(soft_contact_margin=...) is deprecated; pass soft_contact_gap "
                           "to the constructor", DeprecationWarning, stacklevel=2)  # fmt: skip
@@ -633,6 +643,7 @@ class CollisionPipeline:
         if self._matcher is not None:
             self._matcher.run(model, contacts, body_q)
         contacts._contact_matching_mode = self.contact_matching
+        contacts.__dict__["shape_count"] = n  # filled for this model (not an assignment: stays checked)
         if self.requires_grad and contacts._rigid_contact_diff_distance is not None and contacts.rigid_contact_max:
             # deprecated outputs, recorded on the tape (see eval_rigid_contact_kinematics)
             wp.launch(contact_kinematics_kernel, dim=contacts.rigid_contact_max,

@@ -6,6 +6,7 @@ import dataclasses
 
 import warp as wp
 
+from .checked import CheckedAttributes
 from .exceptions import warn_deprecated
 
 #: slots of :attr:`Contacts.contact_counters` and :attr:`Contacts.contact_capacity_needed`
@@ -38,7 +39,7 @@ def _bump_generation(gen: wp.array(dtype=wp.int32)):
     gen[0] = gen[0] + 1
 
 
-class Contacts:
+class Contacts(CheckedAttributes):
     """Preallocated rigid (shape-shape) and soft (particle-shape) contact arrays.
 
     Rigid contacts (length ``rigid_contact_max``): ``rigid_contact_shape0/1`` (int32, -1 when unused),

@@ -14,8 +14,8 @@ from .base import SolverBase
 from .capabilities import FEATURES, Coordinates, SolverCapabilities
 from .coupling import CouplingInterface
 
-__all__ = ["FEATURES", "CouplingInterface", "Coordinates", "ModelFlags", "SolverBase", "SolverCapabilities",
-           "StateFlags"]
+__all__ = ["FEATURES", "CouplingInterface", "Coordinates", "ModelFlags", "NonFiniteStateError", "SolverBase",
+           "SolverCapabilities", "StateFlags"]
 
 
 def __getattr__(name: str):
@@ -25,6 +25,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".experimental", __name__)
+    if name == "NonFiniteStateError":  # step_guard imports Warp: loaded on first use
+        from .step_guard import NonFiniteStateError
+
+        return NonFiniteStateError
     from .. import plugins
 
     return plugins.get_registry().solvers.resolve(name)

@@ -147,6 +147,23 @@ def check_contacts(model, contacts) -> None:
                          f"this model")  # fmt: skip
 
 
+def check_collide_inputs(model, state, contacts, where: str = "CollisionPipeline.collide") -> None:
+    """The checks of a step for a collision pass: ``state`` and ``contacts`` against ``model`` (once
+    per object, as for a step; ``ValueError`` / ``TypeError`` prefixed with ``where``)."""
+    stamp = _stamp_for(model)
+    try:
+        if getattr(state, "_armillary_checked", None) is not stamp:
+            check_state_arrays(model, "state", state)
+            state.__dict__["_armillary_checked"] = stamp
+        if contacts is None:
+            raise TypeError("contacts is None; pass a Contacts from pipeline.contacts()")
+        if getattr(contacts, "_armillary_checked", None) is not stamp:
+            check_contacts(model, contacts)
+            contacts.__dict__["_armillary_checked"] = stamp
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+
+
 # ------------------------------------------------------------------------- non-finite guard
 @wp.func
 def _transform_finite(x: wp.transform) -> bool:
