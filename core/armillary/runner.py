@@ -316,6 +316,12 @@ def run(options: RunOptions) -> RunSummary:
                 one_step()
         if model.body_count:
             body_q[frame + 1] = state_0.body_q.numpy()  # host copy once per frame, outside step
+        try:  # the non-finite guard's flags: read once per frame (the frame synchronised already)
+            solver.check_finite(state_0)
+        except FloatingPointError as exc:
+            steps_done = frame * substeps + substeps
+            _fail(f"{source}: the simulation became non-finite in frame {frame + 1} (by step {steps_done}, "
+                  f"t = {steps_done * dt:.4g} s) with {solver_cls.__name__}: {exc}", exc)  # fmt: skip
         pipeline = getattr(model, "_default_collision_pipeline", None) if contacts is not None else None
         if pipeline is not None:  # contact-buffer overflow: warns once (a small read per frame)
             pipeline.check_overflow(contacts)
