@@ -27,6 +27,8 @@ def expect_array(where: str, name: str, arr, n: int, dtype, device, *, required:
         if required and n > 0:
             raise ValueError(f"{label} is None; {want}")
         return
+    if n == 0 and isinstance(arr, wp.array):
+        return  # nothing of this kind to read (e.g. a ModelView hiding particles or joints of a full state)
     if not isinstance(arr, wp.array):
         shape = f" of shape {arr.shape}" if isinstance(arr, np.ndarray) else ""
         raise ValueError(f"{label} is {type(arr).__module__}.{type(arr).__name__}{shape}, not a Warp array; {want} "

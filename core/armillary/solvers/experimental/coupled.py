@@ -16,11 +16,9 @@ def __getattr__(name: str):
         from .. import coupling  # the hook mixin lives in core
 
         return getattr(coupling, name)
-    if name == "ModelView":  # not a solver: the coupling distribution's own class
-        try:
-            from armillary_coupling.model_view import ModelView
-        except ImportError:
-            raise ImportError("ModelView is provided by the coupling plugin: pip install armillary-coupling") from None
+    if name == "ModelView":  # not a solver: a core class every coupler uses
+        from ...sim.model_view import ModelView
+
         return ModelView
     from ...plugins import get_registry
 
