@@ -19,13 +19,15 @@ Conventions:
 * URDF ``<inertial>`` wins over shape densities: the collision shapes of a link that has
   one add no mass; links without one get their mass from their collision shapes
   (density of ``builder.default_shape_cfg``);
-* ``<mimic>`` chains are composed into direct references to independent joints.
+* ``<mimic>`` chains are composed into direct references to independent joints;
+* a file is one tree: a link that is the child of no joint besides the root is an error.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 import xml.etree.ElementTree as ET
 import xml.parsers.expat
@@ -59,6 +61,20 @@ class URDFImportWarning(UserWarning):
 
 
 _JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+# Largest magnitude accepted for lengths [m] (after ``scale``), angles [rad], masses [kg], mesh
+# scale factors and mimic coefficients: larger values are no robot description (``rpy="0 0 -1e30"``
+# is a typo or garbage) and lose all precision in the float32 model.
+MAX_MAGNITUDE = 1e6
+# a number as URDF writes it (no Python extras such as "1_000"); inf/nan are parsed, then judged
+_NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
+# children an element may hold once (urdfdom reads only the first; a second one is a mistake)
+_SINGLE_CHILDREN = {
+    "link": ("inertial",),
+    "inertial": ("origin", "mass", "inertia"),
+    "visual": ("origin", "geometry"),
+    "collision": ("origin", "geometry"),
+    "joint": ("origin", "parent", "child", "axis", "limit", "dynamics", "mimic"),
+}
 _MESH_CACHE: dict[tuple, Any] = {}
 _MESH_CACHE_MAX = 512
 
@@ -342,6 +358,7 @@ class _Importer:
         self.data, self.file, self.base_dir = _load_source(source)
         self.root, self.lines = _parse_xml(self.data, self.file)
         self.scale = opts["scale"]
+        self.current = None  # the element being imported (named by errors from deeper code)
 
     # -- errors -----------------------------------------------------------------------------
     def _desc(self, elem) -> str | None:
@@ -360,39 +377,72 @@ class _Importer:
         warnings.warn(f"URDF {where}:{what} {reason}", URDFImportWarning, stacklevel=4)
 
     # -- attribute readers --------------------------------------------------------------------
-    def floats(self, elem, attr: str, n: int, default=None, *, finite: bool = True) -> np.ndarray:
+    def floats(self, elem, attr: str, n: int, default=None, *, finite: bool = True, bound: float | None = None,
+               unit: str = "") -> np.ndarray:
+        """``n`` numbers of attribute ``attr`` (``default`` when absent; required when ``None``).
+
+        ``finite``: NaN and inf are errors; ``bound``: magnitudes above it are errors (the
+        file's values, so a length bound is ``MAX_MAGNITUDE / scale``); ``unit`` for messages.
+        """
         raw = elem.get(attr)
         if raw is None:
             if default is None:
                 raise self.error(f"missing required attribute '{attr}'", elem)
             return np.asarray(default, dtype=np.float64)
         parts = raw.replace(",", " ").split()
-        try:
-            vals = [float(p) for p in parts]
-        except ValueError:
-            raise self.error(f"attribute {attr}={raw!r} is not a list of {n} numbers", elem) from None
+        if not all(_NUMBER.fullmatch(p) for p in parts):
+            what = "a number" if n == 1 else f"a list of {n} numbers"
+            raise self.error(f"attribute {attr}={raw!r} is not {what}", elem)
+        vals = [float(p) for p in parts]
         if len(vals) != n:
             raise self.error(f"attribute {attr}={raw!r} must have {n} number(s), got {len(vals)}", elem)
         arr = np.asarray(vals, dtype=np.float64)
         if finite and not np.all(np.isfinite(arr)):
             raise self.error(f"attribute {attr}={raw!r} must be finite (no NaN or inf)", elem)
+        if bound is not None and np.any(np.abs(arr) > bound):
+            raise self.error(
+                f"attribute {attr}={raw!r} is out of range: magnitudes above {bound:g}{unit} are not accepted "
+                f"(the importer's limit is {MAX_MAGNITUDE:g} m, rad, kg)", elem,
+            )  # fmt: skip
         return arr
 
-    def scalar(self, elem, attr: str, default=None, *, minimum=None, finite=True) -> float:
-        v = float(self.floats(elem, attr, 1, None if default is None else [default], finite=finite)[0])
+    def scalar(self, elem, attr: str, default=None, *, minimum=None, finite=True, bound=None, unit="") -> float:
+        v = float(self.floats(elem, attr, 1, None if default is None else [default], finite=finite, bound=bound,
+                              unit=unit)[0])  # fmt: skip
         if math.isnan(v):
-            raise self.error(f"attribute {attr} is NaN", elem)
+            raise self.error(f"attribute {attr}={elem.get(attr)!r} is NaN", elem)
         if minimum is not None and v < minimum:
-            raise self.error(f"attribute {attr}={v} must be >= {minimum}", elem)
+            raise self.error(f"attribute {attr}={elem.get(attr)!r} must be >= {minimum:g}", elem)
         return v
+
+    @property
+    def length_bound(self) -> float:
+        """Largest accepted magnitude of a length as written in the file (before ``scale``)."""
+        return MAX_MAGNITUDE / self.scale
 
     def origin(self, parent_elem, scale=True):
         o = parent_elem.find("origin")
         if o is None:
             return _IDENT
-        xyz = self.floats(o, "xyz", 3, (0.0, 0.0, 0.0))
-        rpy = self.floats(o, "rpy", 3, (0.0, 0.0, 0.0))
+        unit = " m" if self.scale == 1.0 else f" (x scale {self.scale:g} = {MAX_MAGNITUDE:g} m)"
+        xyz = self.floats(o, "xyz", 3, (0.0, 0.0, 0.0), bound=self.length_bound, unit=unit)
+        rpy = self.floats(o, "rpy", 3, (0.0, 0.0, 0.0), bound=MAX_MAGNITUDE, unit=" rad")
         return (xyz * self.scale if scale else xyz), _quat_from_rpy(*rpy)
+
+    def check_single_children(self, elem) -> None:
+        """At most one child of each kind in ``_SINGLE_CHILDREN[elem.tag]``."""
+        allowed = _SINGLE_CHILDREN.get(elem.tag, ())
+        seen: dict[str, Any] = {}
+        for ch in elem:
+            if ch.tag not in allowed:
+                continue
+            if ch.tag in seen:
+                raise self.error(
+                    f"second <{ch.tag}> in {self._desc(elem)} (the first is at line {self.lines.get(seen[ch.tag])}); "
+                    f"URDF allows one <{ch.tag}> there",
+                    ch,
+                )
+            seen[ch.tag] = ch
 
     def name(self, elem) -> str:
         n = elem.get("name")
@@ -402,6 +452,14 @@ class _Importer:
 
     # -- custom attributes ----------------------------------------------------------------------
     def setup_custom_attributes(self, scratch) -> None:
+        """The builder's declarations and the plugins' ones, on the scratch builder only.
+
+        The caller's builder adopts them when the scratch is merged, i.e. only on success: a
+        failed import leaves its declarations unchanged too.
+        """
+        import copy
+
+        from armillary import plugins
         from armillary.sim.custom_attributes import AttributeFrequency as F
 
         self.cattrs: dict[str, list] = {"body": [], "joint": [], "shape": [], "articulation": []}
@@ -410,11 +468,11 @@ class _Importer:
         for key, freq in getattr(self.builder, "custom_frequencies", {}).items():
             scratch.add_custom_frequency(freq)
         for key, attr in getattr(self.builder, "custom_attributes", {}).items():
-            import copy
-
             clone = copy.copy(attr)
             clone.values = [] if attr.is_custom_frequency else {}
             scratch.add_custom_attribute(clone)
+        plugins.register_custom_attributes(scratch)
+        for attr in scratch.custom_attributes.values():
             if not attr.is_custom_frequency and attr.frequency in kinds:
                 self.cattrs[kinds[attr.frequency]].append(attr)
 
@@ -457,6 +515,10 @@ class _Importer:
         links: dict[str, Any] = {}
         for le in root.findall("link"):
             n = self.name(le)
+            self.check_single_children(le)
+            for sub in le:
+                if sub.tag in ("inertial", "visual", "collision"):
+                    self.check_single_children(sub)
             if n in links:
                 raise self.error(f"link '{n}' is defined twice (first at line {self.lines.get(links[n])})", le)
             links[n] = le
@@ -469,6 +531,7 @@ class _Importer:
             n = self.name(je)
             if n in joints:
                 raise self.error(f"joint '{n}' is defined twice (first at line {self.lines.get(joints[n])})", je)
+            self.check_single_children(je)
             jt = je.get("type")
             if jt not in _JOINT_TYPES:
                 raise self.error(f"unknown joint type {jt!r}; supported: {', '.join(_JOINT_TYPES)}", je)
@@ -532,6 +595,18 @@ class _Importer:
             raise self.error(
                 f"the joints form a cycle through link(s) {', '.join(repr(s) for s in stuck[:5])}", child_of[stuck[0]]
             )
+        if len(trees) > 1:
+            # the largest tree is the model (the first in file order among equals); name the others
+            main = max(range(len(trees)), key=lambda k: (len(trees[k][1]), -k))
+            others = [r for k, (r, _) in enumerate(trees) if k != main]
+            main_root = trees[main][0]
+            listed = ", ".join(repr(r) for r, _ in trees[:6]) + (", ..." if len(trees) > 6 else "")
+            raise self.error(
+                f"link '{others[0]}' is the child of no joint, so it is not connected to the root link "
+                f"'{main_root}': the model has {len(trees)} root links ({listed}); a URDF model is one tree "
+                "with one root link (add the joint that attaches it, or remove it)",
+                links[others[0]],
+            )
         if order_mode is None:
             file_order = {id(je): i for i, je in enumerate(root.findall("joint"))}
             trees = [(r, sorted(seq, key=lambda e: file_order[id(e)])) for r, seq in trees]
@@ -579,7 +654,7 @@ class _Importer:
             j0 = scratch.joint_count
             if r not in body_of:
                 add_link(r, x_root)
-            self.add_base_joint(scratch, body_of[r], r, len(trees))
+            self.add_base_joint(scratch, body_of[r])
             for je in seq:
                 p, c = je.find("parent").get("link"), je.find("child").get("link")
                 x_pj = self.origin(je)
@@ -588,6 +663,7 @@ class _Importer:
                 joint_index[je.get("name")] = self.add_joint(scratch, je, body_of[p], body_of[c], x_pj)
             art_ranges.append((j0, scratch.joint_count, r))
 
+        self.check_moving_inertia(scratch, {idx: joints[n] for n, idx in joint_index.items()}, links[trees[0][0]])
         self.apply_mimic(scratch, joints, joint_index)
 
         if not o["enable_self_collisions"]:
@@ -601,8 +677,7 @@ class _Importer:
         if not attach:
             for j0, j1, r in art_ranges:
                 if j1 > j0:
-                    label = self.robot if len(art_ranges) == 1 or not self.robot else f"{self.robot}/{r}"
-                    scratch.add_articulation(list(range(j0, j1)), label=label or None,
+                    scratch.add_articulation(list(range(j0, j1)), label=self.robot or None,
                                              custom_attributes=self.custom_values("articulation", root, scratch))  # fmt: skip
 
         collapse_info = None
@@ -617,38 +692,44 @@ class _Importer:
 
     # -- bodies and shapes ----------------------------------------------------------------------------
     def add_body(self, scratch, ln: str, le, world_pose) -> int:
+        self.current = le
         s2 = self.scale * self.scale
         ine = le.find("inertial")
         has_inertial = ine is not None and not self.opts["ignore_inertial_definitions"]
         mass, com, inertia = 0.0, np.zeros(3), np.zeros((3, 3))
         if has_inertial:
-            me = ine.find("mass")
+            self.current = ine
+            # urdfdom (and so ROS and MuJoCo) require both, with all six inertia values
+            me, ie = ine.find("mass"), ine.find("inertia")
             if me is None:
-                mass = 0.0
-            else:
-                mass = float(self.floats(me, "value", 1, finite=False)[0])
-                if not math.isfinite(mass) or mass < 0.0:
-                    raise self.error(f"mass value={me.get('value')!r} must be a finite number >= 0", me)
+                raise self.error(f"link '{ln}': <inertial> needs a <mass value=...> element (URDF specification)", ine)
+            mass = float(self.floats(me, "value", 1, finite=False)[0])
+            if not math.isfinite(mass) or mass < 0.0:
+                raise self.error(f"mass value={me.get('value')!r} must be a finite number >= 0", me)
+            if mass > MAX_MAGNITUDE:
+                raise self.error(f"mass value={me.get('value')!r} is out of range: masses above {MAX_MAGNITUDE:g} kg "
+                                 "are not accepted", me)  # fmt: skip
+            if ie is None:
+                raise self.error(f"link '{ln}': <inertial> needs an <inertia ixx=... izz=...> element (URDF "
+                                 "specification)", ine)  # fmt: skip
             xyz_q = self.origin(ine)
             com = xyz_q[0]
-            ie = ine.find("inertia")
-            if ie is not None:
-                vals = {}
-                for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
-                    v = float(self.floats(ie, k, 1, [0.0], finite=False)[0])
-                    if not math.isfinite(v):
-                        raise self.error(f"inertia {k}={ie.get(k)!r} must be finite", ie)
-                    vals[k] = v
-                i_local = np.array(
-                    [
-                        [vals["ixx"], vals["ixy"], vals["ixz"]],
-                        [vals["ixy"], vals["iyy"], vals["iyz"]],
-                        [vals["ixz"], vals["iyz"], vals["izz"]],
-                    ]
-                )
-                rot = _qmat(xyz_q[1])
-                inertia = rot @ i_local @ rot.T * s2
-                inertia = self.check_inertia(inertia, ln, ie)
+            vals = {}
+            for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+                v = float(self.floats(ie, k, 1, finite=False)[0])
+                if not math.isfinite(v):
+                    raise self.error(f"inertia {k}={ie.get(k)!r} must be finite", ie)
+                vals[k] = v
+            i_local = np.array(
+                [
+                    [vals["ixx"], vals["ixy"], vals["ixz"]],
+                    [vals["ixy"], vals["iyy"], vals["iyz"]],
+                    [vals["ixz"], vals["iyz"], vals["izz"]],
+                ]
+            )
+            rot = _qmat(xyz_q[1])
+            inertia = rot @ i_local @ rot.T * s2
+            inertia = self.check_inertia(inertia, ln, ie)
         b = scratch.add_link(
             xform=_wp_tf(world_pose),
             mass=mass,
@@ -705,10 +786,16 @@ class _Importer:
             self.add_geometry(scratch, b, ce, cfg, visual=False)
 
     def add_geometry(self, scratch, b: int, se, cfg, visual: bool) -> None:
+        self.current = se
         ge = se.find("geometry")
-        if ge is None or len(ge) == 0:
+        if ge is None:
             raise self.error("missing <geometry> with a shape element", se)
+        if len(ge) != 1:
+            shapes = ", ".join(f"<{c.tag}>" for c in ge)
+            raise self.error(f"holds {len(ge)} shape elements{f' ({shapes})' if shapes else ''}; URDF needs exactly "
+                             "one (box, cylinder, sphere or mesh)", ge)  # fmt: skip
         g = ge[0]
+        self.current = g
         x = self.origin(se)
         xf = _wp_tf(x)
         s = self.scale
@@ -716,19 +803,20 @@ class _Importer:
         label = f"{scratch.body_label[b]}/{name}" if name else None
         cav = self.custom_values("shape", se, scratch)
         kind = "visual" if visual else "collision"
+        lb, unit = self.length_bound, " m" if s == 1.0 else f" (x scale {s:g})"
         if g.tag == "box":
-            size = self.floats(g, "size", 3)
+            size = self.floats(g, "size", 3, bound=lb, unit=unit)
             if np.any(size <= 0):
                 raise self.error(f"box size {size.tolist()} must be > 0", g)
             hx, hy, hz = (0.5 * size * s).tolist()
             scratch.add_shape_box(b, xform=xf, hx=hx, hy=hy, hz=hz, cfg=cfg, label=label, custom_attributes=cav)
         elif g.tag == "sphere":
-            r = self.scalar(g, "radius")
+            r = self.scalar(g, "radius", bound=lb, unit=unit)
             if r <= 0:
                 raise self.error(f"sphere radius {r} must be > 0", g)
             scratch.add_shape_sphere(b, xform=xf, radius=r * s, cfg=cfg, label=label, custom_attributes=cav)
         elif g.tag in ("cylinder", "capsule"):
-            r, ln = self.scalar(g, "radius"), self.scalar(g, "length")
+            r, ln = self.scalar(g, "radius", bound=lb, unit=unit), self.scalar(g, "length", bound=lb, unit=unit)
             if r <= 0 or ln <= 0:
                 raise self.error(f"{g.tag} radius {r} and length {ln} must be > 0", g)
             fn = scratch.add_shape_cylinder if g.tag == "cylinder" else scratch.add_shape_capsule
@@ -737,7 +825,8 @@ class _Importer:
             uri = g.get("filename")
             if not uri:
                 raise self.error("<mesh> needs a 'filename' attribute", g)
-            mscale = self.floats(g, "scale", 3, (1.0, 1.0, 1.0)) * s
+            factor = "" if s == 1.0 else f" (x scale {s:g})"
+            mscale = self.floats(g, "scale", 3, (1.0, 1.0, 1.0), bound=MAX_MAGNITUDE / s, unit=factor) * s
             if np.any(mscale == 0):
                 raise self.error(f"mesh scale {mscale.tolist()} must have non-zero components", g)
             try:
@@ -771,67 +860,71 @@ class _Importer:
             raise self.error(f"unsupported geometry <{g.tag}>; supported: box, cylinder, capsule, sphere, mesh", g)
 
     # -- joints --------------------------------------------------------------------------------------
-    def add_base_joint(self, scratch, child: int, root_link: str, n_roots: int) -> None:
+    def add_base_joint(self, scratch, child: int) -> None:
         from armillary.sim.enums import JointType
 
         o = self.opts
-        suffix = "" if n_roots == 1 else f"_{root_link}"
         x_p = _wp_tf(self.x_root)
         if o["base_joint"] is not None:
             spec = dict(o["base_joint"])
             spec.pop("parent", None)
             spec.pop("child", None)
             jt = spec.pop("joint_type", spec.pop("type", JointType.D6))
-            spec.setdefault("label", self.prefix + "base_joint" + suffix)
+            spec.setdefault("label", self.prefix + "base_joint")
             spec.setdefault("parent_xform", x_p)
             scratch.add_joint(jt, -1, child, **spec)
         elif o["floating"]:
-            scratch.add_joint_free(child, label=self.prefix + "floating_base" + suffix)
+            scratch.add_joint_free(child, label=self.prefix + "floating_base")
         else:
-            scratch.add_joint_fixed(-1, child, parent_xform=x_p, label=self.prefix + "fixed_base" + suffix)
+            scratch.add_joint_fixed(-1, child, parent_xform=x_p, label=self.prefix + "fixed_base")
 
     def add_joint(self, scratch, je, parent: int, child: int, x_pj) -> int:
         from armillary.sim.enums import JointTargetMode
         from armillary.sim.joint_config import JointDofConfig
 
+        self.current = je
         jt = je.get("type")
         label = self.prefix + je.get("name")
         xp = _wp_tf(x_pj)
         cav = self.custom_values("joint", je, scratch)
-        if jt == "fixed":
-            return scratch.add_joint_fixed(parent, child, parent_xform=xp, label=label, custom_attributes=cav)
-        if jt == "floating":
-            return scratch.add_joint_free(child, parent=parent, parent_xform=xp, label=label, custom_attributes=cav)
-        ae = je.find("axis")
-        axis = self.floats(ae, "xyz", 3, (1.0, 0.0, 0.0)) if ae is not None else np.array([1.0, 0.0, 0.0])
-        n = float(np.linalg.norm(axis))
-        if n < 1e-12:
-            raise self.error(f"joint axis {axis.tolist()} has zero length", ae if ae is not None else je)
-        axis = axis / n
+        # <dynamics> and <limit> are read (and so checked) on every joint type, as urdfdom does;
+        # fixed and floating joints do not use them
         dyn = je.find("dynamics")
         damping = self.scalar(dyn, "damping", 0.0, minimum=0.0) if dyn is not None else 0.0
         friction = self.scalar(dyn, "friction", 0.0, minimum=0.0) if dyn is not None else 0.0
         le = je.find("limit")
         dflt = scratch.default_joint_cfg
         kw: dict[str, Any] = {}
+        if le is not None:
+            # effort and velocity may be inf (unlimited); lower may be -inf and upper +inf
+            kw["effort_limit"] = self.scalar(le, "effort", dflt.effort_limit, minimum=0.0, finite=False)
+            kw["velocity_limit"] = self.scalar(le, "velocity", dflt.velocity_limit, minimum=0.0, finite=False)
+            lin_scale = self.scale if jt == "prismatic" else 1.0
+            lo = self.scalar(le, "lower", 0.0, finite=False) * lin_scale
+            hi = self.scalar(le, "upper", 0.0, finite=False) * lin_scale
+        if jt == "fixed":
+            return scratch.add_joint_fixed(parent, child, parent_xform=xp, label=label, custom_attributes=cav)
+        if jt == "floating":
+            return scratch.add_joint_free(child, parent=parent, parent_xform=xp, label=label, custom_attributes=cav)
+        ae = je.find("axis")
+        axis = self.floats(ae, "xyz", 3, (1.0, 0.0, 0.0)) if ae is not None else np.array([1.0, 0.0, 0.0])
+        big = float(np.abs(axis).max())
+        if big == 0.0:
+            raise self.error(f"joint axis {axis.tolist()} has zero length", ae if ae is not None else je)
+        axis = axis / big  # first: the norm of (1e200, 1e200, 0) would overflow
+        axis = axis / float(np.linalg.norm(axis))
         if self.opts["joint_damping_mode"] == "drive":
             kw["target_kd"] = damping if dyn is not None and dyn.get("damping") is not None else dflt.target_kd
         else:
             kw["damping"] = damping
         kw["friction"] = friction
-        if le is not None:
-            eff = self.scalar(le, "effort", dflt.effort_limit, minimum=0.0, finite=False)
-            vel = self.scalar(le, "velocity", dflt.velocity_limit, minimum=0.0, finite=False)
-            kw["effort_limit"] = eff
-            kw["velocity_limit"] = vel
         if jt in ("revolute", "prismatic"):
             if le is None:
                 raise self.error(f"a {jt} joint needs a <limit> element (URDF specification)", je)
-            lin_scale = self.scale if jt == "prismatic" else 1.0
-            lo = self.scalar(le, "lower", 0.0, finite=False) * lin_scale
-            hi = self.scalar(le, "upper", 0.0, finite=False) * lin_scale
             if lo > hi:
                 raise self.error(f"limit lower={lo} is greater than upper={hi}", le)
+            if lo == math.inf or hi == -math.inf:
+                raise self.error(f"limit lower={lo}, upper={hi}: lower must be < inf and upper > -inf", le)
             kw["limit_lower"], kw["limit_upper"] = lo, hi
         mode = JointTargetMode.POSITION
         if self.opts["force_position_velocity_actuation"] and dflt.target_ke > 0 and (kw.get("target_kd") or dflt.target_kd) > 0:
@@ -856,6 +949,78 @@ class _Importer:
         return scratch.add_joint_d6(parent, child, parent_xform=xp, linear_axes=[cfg(u), cfg(v)],
                                     angular_axes=[cfg(axis)], label=label, custom_attributes=cav)  # fmt: skip
 
+    def check_moving_inertia(self, scratch, joint_elems: dict, root_elem) -> None:
+        """Every joint with degrees of freedom must move some inertia along each of them.
+
+        The composite spatial inertia of the links a joint moves (the child and everything below
+        it, at the zero configuration, masses from <inertial> or from collision geometry) is
+        projected onto the joint's motion axes; a singular block (e.g. a revolute joint moving
+        only massless links, or a free base that is a point mass) has no defined acceleration.
+        MuJoCo rejects such files as well ("mass and inertia of moving bodies must be larger than
+        mjMINVAL"), though it asks it of every moving body on its own; here a massless link is
+        fine when it moves links that have mass (the usual dummy links of a planar base).
+        """
+        from armillary.sim.enums import JointType
+
+        nb = scratch.body_count
+        kids: dict[int, list[int]] = {}
+        for p, c in zip(scratch.joint_parent, scratch.joint_child):
+            kids.setdefault(int(p), []).append(int(c))
+        pose = [_as_tf(list(scratch.body_q[b])) for b in range(nb)]
+        mass = np.array([float(m) for m in scratch.body_mass], dtype=np.float64)
+        com_w, inertia_w = [], []  # world frame
+        for b in range(nb):
+            r = _qmat(pose[b][1])
+            com_w.append(pose[b][0] + r @ np.asarray(list(scratch.body_com[b]), dtype=np.float64))
+            inertia_w.append(r @ np.asarray(scratch.body_inertia[b], dtype=np.float64).reshape(3, 3) @ r.T)
+
+        for j in range(scratch.joint_count):
+            lin, ang = (int(d) for d in scratch.joint_dof_dim[j])
+            if lin + ang == 0:
+                continue
+            child = int(scratch.joint_child[j])
+            xc = _as_tf(list(scratch.joint_X_c[j]))
+            xc_inv = (-(_qmat(xc[1]).T @ xc[0]), np.array([-xc[1][0], -xc[1][1], -xc[1][2], xc[1][3]]))
+            origin, rot = _tmul(pose[child], xc_inv)
+            rot = _qmat(rot)
+            sub, stack = [], [child]
+            while stack:
+                b = stack.pop()
+                sub.append(b)
+                stack.extend(kids.get(b, ()))
+            m_tot, first, i_p = 0.0, np.zeros(3), np.zeros((3, 3))
+            for b in sub:
+                d = com_w[b] - origin
+                m_tot += mass[b]
+                first += mass[b] * d
+                i_p += inertia_w[b] + mass[b] * (d @ d * np.eye(3) - np.outer(d, d))
+            cx = np.array([[0.0, -first[2], first[1]], [first[2], 0.0, -first[0]], [-first[1], first[0], 0.0]])
+            spatial = np.block([[i_p, cx], [cx.T, m_tot * np.eye(3)]])  # (angular, linear) about the joint origin
+            q0 = int(scratch.joint_qd_start[j])
+            axes = [np.asarray(list(scratch.joint_axis[q0 + k]), dtype=np.float64) for k in range(lin + ang)]
+            if int(scratch.joint_type[j]) in (int(JointType.FREE), int(JointType.BALL)):
+                axes = [np.eye(3)[k] for k in range(lin)] + [np.eye(3)[k] for k in range(ang)]
+            motion = np.zeros((6, lin + ang))  # rows: angular 0..2, linear 3..5
+            for k, a in enumerate(axes):
+                row = 3 if k < lin else 0
+                motion[row : row + 3, k] = rot @ a
+            block = motion.T @ spatial @ motion
+            top = float(np.abs(np.diag(block)).max())
+            if top > 0.0 and float(np.linalg.eigvalsh(block).min()) > 1e-12 * top:
+                continue
+            elem = joint_elems.get(j)
+            moved = f"'{scratch.body_label[child]}'"
+            if len(sub) > 1:
+                moved += f" and the {len(sub) - 1} link(s) below it"
+            what = (f"joint '{elem.get('name')}' ({elem.get('type')})" if elem is not None
+                    else f"the base joint ('{scratch.joint_label[j]}') of the root link")  # fmt: skip
+            raise self.error(
+                f"{what} moves no inertia along at least one of its {lin + ang} degree(s) of freedom: {moved} "
+                f"(total mass {m_tot:g} kg) has zero mass or inertia there, so its acceleration is undefined; "
+                "give the moved link(s) an <inertial> (or collision geometry) or make the joint fixed",
+                elem if elem is not None else root_elem,
+            )
+
     def apply_mimic(self, scratch, joints: dict, joint_index: dict) -> None:
         from armillary.sim.enums import JointType
 
@@ -867,13 +1032,15 @@ class _Importer:
                 continue
             ref = me.get("joint")
             if not ref:
-                raise self.error("<mimic> needs a 'joint' attribute", me)
+                raise self.error(f"of joint '{name}' needs a 'joint' attribute", me)
             if ref not in joints:
-                raise self.error(f"<mimic> references joint '{ref}', which is not defined", me)
+                raise self.error(f"of joint '{name}' references joint '{ref}', which is not defined", me)
             if ref == name:
-                raise self.error("<mimic> references its own joint", me)
-            mult = self.scalar(me, "multiplier", 1.0)
-            off = self.scalar(me, "offset", 0.0)
+                raise self.error(f"of joint '{name}' references its own joint", me)
+            self.current = me
+            mult = self.scalar(me, "multiplier", 1.0, bound=MAX_MAGNITUDE)
+            off_bound = MAX_MAGNITUDE / (self.scale if joints[name].get("type") == "prismatic" else 1.0)
+            off = self.scalar(me, "offset", 0.0, bound=off_bound)
             ftype = scratch.joint_type[joint_index[name]]
             rtype = scratch.joint_type[joint_index[ref]]
             if ftype not in ok_types or rtype not in ok_types:
@@ -893,7 +1060,7 @@ class _Importer:
             seen = [name]
             while ref in direct:
                 if ref in seen:
-                    raise self.error(f"<mimic> chain forms a cycle: {' -> '.join(seen + [ref])}", me)
+                    raise self.error(f"chain forms a cycle: {' -> '.join(seen + [ref])}", me)
                 seen.append(ref)
                 r2, m2, o2, _ = direct[ref]
                 # q = off + mult * (o2 + m2 * q_r2)
@@ -997,11 +1164,13 @@ def add_urdf(
 
     Raises:
         URDFImportError (a ``ValueError``): malformed XML, unknown joint type, undefined or
-            duplicate links/joints, a link that is the child of two joints, cycles, NaN or
-            negative masses, missing meshes, ...; the message names the file, the line and
-            the element. Nothing is added to ``builder`` when an error is raised.
+            duplicate links/joints, a link that is the child of two joints, cycles, more than
+            one root link, elements written twice where URDF allows one, an incomplete
+            ``<inertial>``, non-numbers, NaN, inf outside ``<limit>``, magnitudes above
+            ``MAX_MAGNITUDE`` (1e6 m, rad, kg), negative masses, missing meshes, ... (see the
+            README); the message names the file, the line and the element. Nothing is added to
+            ``builder`` (not even custom attribute declarations) when an error is raised.
     """
-    from armillary import plugins
     from armillary.sim.enums import JointType
 
     if floating is not None and base_joint is not None:
@@ -1032,7 +1201,6 @@ def add_urdf(
                 f"{art}, which is not the most recently added one; only the last articulation can be extended"
             )
 
-    plugins.register_custom_attributes(builder)
     opts = dict(
         xform=xform, floating=floating, base_joint=base_joint, parent_body=parent_body, scale=float(scale),
         hide_visuals=hide_visuals, parse_visuals_as_colliders=parse_visuals_as_colliders, up_axis=up_axis,
@@ -1050,7 +1218,10 @@ def add_urdf(
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError,
             np.linalg.LinAlgError) as exc:  # fmt: skip
-        raise URDFImportError(f"{type(exc).__name__}: {exc}", imp.file) from exc
+        # a check the importer does not make itself (e.g. the builder's own validation): still
+        # name the element being imported
+        where = imp.current if imp.current is not None else imp.root
+        raise imp.error(f"{type(exc).__name__}: {exc}", where) from exc
 
     scratch = res["scratch"]
     nb0, nj0 = builder.body_count, builder.joint_count

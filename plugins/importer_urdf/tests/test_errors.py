@@ -71,7 +71,7 @@ BAD = {
     "duplicate_link": (urdf('<link name="a"/>\n<link name="a"/>'), r":4: <link name='a'> link 'a' is defined twice"),
     "not_robot": ('<sdf version="1.6"><model name="m"/></sdf>', r"root element must be <robot>"),
     "bad_number": (urdf('<link name="a"><visual><geometry><box size="1 x 1"/></geometry></visual></link>'), r"<box>.*size"),
-    "mimic_unknown": (two_links(extra='<mimic joint="nope"/>'), r"<mimic> <mimic> references joint 'nope'"),
+    "mimic_unknown": (two_links(extra='<mimic joint="nope"/>'), r":5: <mimic> of joint 'j' references joint 'nope', which is not defined"),
     "zero_axis": (two_links(extra='<axis xyz="0 0 0"/>'), r"<axis> joint axis .* zero length"),
     "inverted_limits": (two_links(limit='<limit lower="1" upper="-1" effort="1" velocity="1"/>'), r"<limit>.*greater"),
     "missing_mesh": (

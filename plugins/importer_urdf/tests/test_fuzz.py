@@ -23,14 +23,14 @@ def _try(tmp_path_factory, name: str, data: bytes):
     path = tmp_path_factory.mktemp("fuzz") / f"{name}_corrupt.urdf"
     path.write_bytes(data)
     b = newton.ModelBuilder()
-    before = (b.body_count, b.joint_count, b.shape_count)
+    before = (b.body_count, b.joint_count, b.shape_count, sorted(b.custom_attributes))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             b.add_urdf(str(path), package_dirs=[str(model_root(name))])
         except URDFImportError as exc:
             assert str(path) in str(exc)
-            assert (b.body_count, b.joint_count, b.shape_count) == before
+            assert (b.body_count, b.joint_count, b.shape_count, sorted(b.custom_attributes)) == before
             return
     b.finalize(device="cpu")  # what imports must also finalize
 
