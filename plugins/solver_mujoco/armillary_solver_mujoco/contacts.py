@@ -3,9 +3,12 @@
 Each step runs MuJoCo's pipeline with its own collision detection finding nothing (every geom has
 ``contype = conaffinity = 0``) and armillary's contacts added in its place with ``mj_addContact``
 (verified bit-identical to ``mj_step`` when the injected contacts are MuJoCo's own):
-``mj_fwdPosition``, ``mj_collision`` (clears), ``mj_addContact`` per contact, ``mj_makeConstraint``,
-``mj_island``, ``mj_transmission``, ``mj_projectConstraint``, the velocity and acceleration stages,
-then the integrator (Euler, implicit or implicitfast).
+``mj_checkPos``, ``mj_checkVel``, ``mj_fwdPosition``, ``mj_collision`` (clears), ``mj_addContact``
+per contact, ``mj_makeConstraint``, ``mj_island``, ``mj_transmission``, ``mj_projectConstraint``,
+the velocity and acceleration stages, ``mj_checkAcc``, then the integrator (Euler, implicit or
+implicitfast). The three checks are ``mj_step``'s: a NaN, infinite or huge ``qpos`` / ``qvel`` /
+``qacc`` entry makes MuJoCo warn and reset the world, as it does in ``mj_step`` (the solver's guard
+reports it); a world reset by ``mj_checkAcc`` runs ``mj_forward`` without the injected contacts.
 
 Contact conversion (per contact of world ``w``): geoms of the two shapes, normal = armillary's
 (shape 0 -> shape 1, MuJoCo's geom1 -> geom2 frame axis), ``dist`` = signed distance between the
@@ -60,6 +63,8 @@ def step_with_injected_contacts(solver, contacts) -> None:
     integrator = int(solver.mj_model.opt.integrator)
     for w, d in enumerate(solver.mj_datas):
         m = solver.mj_models[w]
+        mujoco.mj_checkPos(m, d)
+        mujoco.mj_checkVel(m, d)
         mujoco.mj_fwdPosition(m, d)
         mujoco.mj_collision(m, d)
         if rows is not None:
@@ -77,6 +82,7 @@ def step_with_injected_contacts(solver, contacts) -> None:
         mujoco.mj_fwdAcceleration(m, d)
         mujoco.mj_fwdConstraint(m, d)
         mujoco.mj_sensorAcc(m, d)
+        mujoco.mj_checkAcc(m, d)
         if integrator == int(mujoco.mjtIntegrator.mjINT_EULER):
             mujoco.mj_Euler(m, d)
         else:

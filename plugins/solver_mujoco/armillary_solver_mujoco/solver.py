@@ -20,6 +20,22 @@ float32 arrays, so a stepping loop reproduces MuJoCo's own trajectory to float64
 Editing the state between steps (any value) makes the next step start from the edited state.
 Controls are written to ``ctrl`` only when the targets change, applied forces only while they are
 non-zero (and once more to clear them).
+
+Non-finite guard (see :mod:`armillary.solvers.step_guard`): MuJoCo checks every ``qpos``, ``qvel``
+and ``qacc`` entry of each step itself and, on a NaN, infinite or huge (> 1e10) one, warns
+(``mjWARN_BADQPOS`` / ``BADQVEL`` / ``BADQACC``) and resets that world (``mj_resetData``: ``qpos0``
+at rest, controls and applied forces cleared), after which the step goes on from the reset state.
+The C engine's steps consume those warnings and report them in :attr:`nonfinite_flags`: a bad
+``qpos`` as the joint coordinate, a bad ``qvel`` or ``qacc`` as the joint DOF it maps to (a
+``qacc`` of a world with a non-finite ``control.joint_f`` / ``state_in.body_f`` entry as that
+entry), so ``check_finite`` and debug mode raise naming it (and what MuJoCo reported). That
+world's ``state_out`` holds the world restarted by MuJoCo, never the NaN (unless the model sets
+``mjDSBL_AUTORESET``); the other worlds are unaffected, and the next step sends the controls and
+forces again. With the one-launch writer, a small launch after it (one thread per world,
+:mod:`.host_state`) is the guard (``fuses_finite_guard``: no generic guard launch over the whole
+state); the host path (kinematic bodies) runs the generic guard launch and checks the warnings on
+the host; MuJoCo Warp, which does not reset, lets the NaN reach ``state_out`` where the generic
+guard flags it.
 """
 
 from __future__ import annotations
@@ -41,7 +57,7 @@ from armillary.sim.kinematics import eval_fk
 from . import attributes
 from . import observables as _observables
 from .convert import Conversion, convert_model
-from .host_state import HostStateWriter
+from .host_state import WARNING_NAMES, HostStateWriter, MjWarnings, mujoco_index_maps
 from .state_map import StateMap, qconj, qmul, qrot
 
 __all__ = ["SolverMuJoCo"]
@@ -213,7 +229,11 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._pairs, self._pairs_of = [], None  # (MjModel, MjData) per world, for self.mj_models
         self._dt = None
         self._ready = False  # every MjData holds mj_step1 of its current qpos/qvel
-        self._writer = HostStateWriter(self.model, self.conversion, self.state_map, self.mj_datas, m)
+        self._mj_warnings = MjWarnings(len(self.mj_datas))
+        self._warn_new = self._mj_warnings.new  # warnings the guard consumed this step (checked per step)
+        self._warn_indices = [int(getattr(mujoco.mjtWarning, name)) for name in WARNING_NAMES]
+        self._writer = HostStateWriter(self.model, self.conversion, self.state_map, self.mj_datas, m,
+                                       self._mj_warnings)  # fmt: skip
         self.__dict__.pop("_param_writer", None)
         self.__dict__.pop("_injector", None)
         if self.conversion.world_count > 1 and not self._worlds_share_parameters():
@@ -228,6 +248,9 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         rk4 = int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
         self._step_split = bool(self._writer.supported and not self._has_kinematic and not rk4
                                 and (self.use_mujoco_contacts or self.disable_contacts))  # fmt: skip
+        # the writer's guard launch is the non-finite guard of the steps it ends (every body and DOF)
+        self.fuses_finite_guard = bool(self._warp is None and self._writer.supported and not self._has_kinematic
+                                       and not int(self.model.particle_count or 0))  # fmt: skip
 
     def _force_tables(self) -> None:
         """Index tables for controls and applied forces (world 0 entities; per-world offsets)."""
@@ -235,6 +258,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._act_p = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "p"]
         self._act_v = [(dof, aid) for dof, aid, kind in conv.actuators if kind == "v"]
         self._forces_written = False
+        self._force_scan = True  # the writer guard's force_scan (HostStateWriter starts at 1)
         self._last_ctrl = None
         # position targets have the joint_q layout: the coordinate of each driven scalar DOF
         dof_coord = {}
@@ -326,8 +350,10 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                     parent.capture(mujoco, w, mw, d)
                 step1(mw, d)
             self._ready = True
-            plan[9]()  # MjData -> state_out (joint and body coordinates)
+            plan[9]()  # MjData -> state_out (joint and body coordinates), and the non-finite guard
             self._last_written = (state_out, plan[7].tobytes(), plan[8].tobytes())
+            if self._warn_new[0]:
+                self._after_mujoco_reset()
             return
         self._ready = False
         if self.use_mujoco_contacts or self.disable_contacts:
@@ -346,7 +372,12 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                 mujoco.mj_comVel(mw, d)
             plan[9]()
             self._last_written = (state_out, plan[7].tobytes(), plan[8].tobytes())
+            if self._warn_new[0]:
+                self._after_mujoco_reset()
             return
+        fired = self._mj_warnings.consume(self.mj_datas, self._warn_indices)
+        if fired:
+            self._report_warnings(fired, plan)
         if len(self.mj_datas) == 1:
             qpos, qvel = self.mj_data.qpos[None], self.mj_data.qvel[None]
         else:
@@ -368,6 +399,78 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         self._last_written = (state_out, q32.tobytes(), qd32.tobytes())
         eval_fk(self.model, state_out.joint_q, state_out.joint_qd, state_out)
 
+    # ------------------------------------------------------------ non-finite guard
+    def _after_mujoco_reset(self) -> None:
+        """MuJoCo reset worlds during the step (``mj_resetData`` cleared ``ctrl`` and the applied
+        forces): the next step writes them again."""
+        self._warn_new[0] = 0
+        self._last_ctrl = None
+        self._forces_written = True
+
+    def _report_warnings(self, fired, plan) -> None:
+        """Host version of the guard kernel's report (step paths without the writer): flag each
+        ``(world, kind, lastinfo)`` MuJoCo warning as our joint coordinate / DOF."""
+        from armillary.solvers.step_guard import SLOT_JOINT_COORD, SLOT_JOINT_DOF
+
+        maps = self.__dict__.get("_index_maps")
+        if maps is None or maps[0] is not self.conversion:
+            maps = self._index_maps = (self.conversion, *mujoco_index_maps(self.conversion, self.mj_model.nq,
+                                                                            self.mj_model.nv))  # fmt: skip
+        _, qpos_coord, dof_dof = maps
+        sm = self.state_map
+        flags = self.nonfinite_flags
+        values = flags.numpy()
+        for w, k, i in fired:
+            if k == 2 and not self._world_forces_finite(plan, w):
+                continue  # a bad qacc from a non-finite force input: the generic guard flags the input
+            if k == 0:
+                table, offset, slot = qpos_coord, sm.q_off, SLOT_JOINT_COORD
+            else:
+                table, offset, slot = dof_dof, sm.d_off, SLOT_JOINT_DOF
+            index = (int(table[i]) if 0 <= i < len(table) else 0) + int(offset[w])
+            values[slot] = min(int(values[slot]), index)
+        if not wp.get_device(flags.device).is_cpu:  # a copy: write it back (only when MuJoCo warned)
+            flags.assign(values)
+        self._after_mujoco_reset()
+
+    def _world_forces_finite(self, plan, w: int) -> bool:
+        """Whether world ``w``'s ``state_in.body_f`` and ``control.joint_f`` entries are finite."""
+        sm = self.state_map
+        body_f, joint_f = plan[3], plan[4]
+        if body_f is not None and len(self._body_local):
+            if not np.isfinite(body_f[self._body_local + self._body_off[w]]).all():
+                return False
+        if joint_f is not None and joint_f.size:
+            dofs = np.concatenate([sm.scalar_d, (sm.ball_d[:, None] + np.arange(3)).ravel(),
+                                   (sm.free_d[:, None] + np.arange(6)).ravel()])  # fmt: skip
+            if not np.isfinite(joint_f[dofs + sm.d_off[w]]).all():
+                return False
+        return True
+
+    def check_finite(self, state=None) -> None:
+        """As :meth:`SolverBase.check_finite`; when MuJoCo reported an instability since the last
+        check (and reset the world), the error also says which (warning, world, MuJoCo address)."""
+        from armillary.solvers.step_guard import NonFiniteStateError
+
+        warn = self._mj_warnings
+        try:
+            super().check_finite(state)
+        except NonFiniteStateError as exc:
+            autoreset = not (int(self.mj_model.opt.disableflags) & int(self._mujoco.mjtDisableBit.mjDSBL_AUTORESET))
+            note = warn.describe(autoreset)
+            warn.clear()
+            if not note:
+                raise
+            head, sep, tail = str(exc).partition("; check dt")
+            raise NonFiniteStateError(f"{head}; {note}{sep}{tail}", solver=exc.solver, kind=exc.kind, index=exc.index,
+                                      step=exc.step) from None  # fmt: skip
+        if warn.count.any():
+            warn.clear()
+
+    def reset_nonfinite(self) -> None:
+        super().reset_nonfinite()
+        self._mj_warnings.clear()
+
     def _view(self, arr):
         """Zero-copy numpy view of a host array (cached: ``wp.array.numpy()`` costs microseconds)."""
         views = self._views
@@ -382,7 +485,7 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
         """Host views and the output writer for one ``(state_in, state_out, control)`` triple,
         cached while those objects hold the same arrays: ``(arrays, q_in, qd_in, body_f, joint_f,
         target_q, target_qd, q_out, qd_out, write)`` (views are numpy, ``None`` where absent;
-        ``write``: the recorded MjData -> ``state_out`` launch, ``None`` when unsupported)."""
+        ``write``: the recorded MjData -> ``state_out`` launch and guard, ``None`` when unsupported)."""
         if control is not None:
             arrays = (state_in, state_in.joint_q, state_in.joint_qd, state_in.body_f, state_out, state_out.joint_q,
                       state_out.joint_qd, state_out.body_q, state_out.body_qd, control, control.joint_f,
@@ -405,7 +508,8 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
             arrays, view(arrays[1]), view(arrays[2]), None if arrays[3] is None else view(arrays[3]),
             None if arrays[10] is None else view(arrays[10]), empty if tq is None else view(tq),
             empty if tqd is None else view(tqd), view(arrays[5]), view(arrays[6]),
-            self._writer.replay_for(state_out) if self._writer.supported else None,
+            self._writer.replay_for(state_out, state_in, control, self.nonfinite_flags) if self._writer.supported
+            else None,
         )  # fmt: skip
         return plan
 
@@ -461,6 +565,9 @@ class SolverMuJoCo(SolverBase, CouplingInterface):
                 self._last_ctrl = signature
         has_joint_f = joint_f is not None and joint_f.size and not _all_zero(joint_f)
         has_body_f = body_f is not None and len(self._body_local) and not _all_zero(body_f)
+        if self._writer.supported and bool(has_joint_f or has_body_f) != self._force_scan:
+            self._force_scan = bool(has_joint_f or has_body_f)  # all-zero forces are finite: the guard skips them
+            self._writer.force_scan_np[0] = int(self._force_scan)
         if not (has_joint_f or has_body_f or self._forces_written):
             return  # MuJoCo's applied-force arrays still hold zeros
         self._forces_written = bool(has_joint_f or has_body_f)
