@@ -67,28 +67,35 @@ def _debug_from_env() -> bool:
 def _checked_step(fn):
     """Wrap a solver's own ``step`` with the checks of :mod:`.step_guard`: ``dt`` and the input
     arrays before it, the non-finite guard after it (and, in debug mode, the host check). A nested
-    ``super().step`` call runs unchecked."""
+    ``super().step`` call runs unchecked. The fast path (every object already checked, ``dt`` a
+    positive float) costs a few attribute reads."""
+    inf = math.inf
 
     @functools.wraps(fn)
     def step(self, state_in, state_out, control, contacts, dt, *args, **kwargs):
         d = self.__dict__
-        if d.get("_in_step"):
-            return fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
         guard = d.get("_step_guard")
         if guard is None:
             guard = self._make_step_guard()
-        if type(dt) is not float or not (0.0 < dt < math.inf):
-            from .step_guard import check_dt
+        if guard.active:  # a nested super().step() of a wrapped subclass step
+            return fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
+        stamp = guard.stamp
+        if type(dt) is not float or not 0.0 < dt < inf or getattr(state_in, "_armillary_checked", None) is not stamp \
+                or getattr(state_out, "_armillary_checked", None) is not stamp \
+                or (control is not None and getattr(control, "_armillary_checked", None) is not stamp) \
+                or (contacts is not None and getattr(contacts, "_armillary_checked", None) is not stamp):  # fmt: skip
+            if type(dt) is not float or not 0.0 < dt < inf:
+                from .step_guard import check_dt
 
-            dt = check_dt(type(self).__name__, dt)
-        guard.check_inputs(state_in, state_out, control, contacts)
-        d["_in_step"] = True
+                dt = check_dt(type(self).__name__, dt)
+            guard.check_inputs(state_in, state_out, control, contacts)
+        guard.active = True
         try:
             fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
         finally:
-            d["_in_step"] = False
-        self.step_count += 1
-        if self.finite_guard and not self.fuses_finite_guard:
+            guard.active = False
+        guard.steps += 1
+        if guard.launch:
             guard.launch_guard(state_in, state_out, control)
         if self.debug:
             self.check_finite(state_out)
@@ -130,12 +137,26 @@ class SolverBase:
     (with :func:`armillary.solvers.step_guard.report_nonfinite`); otherwise every step ends with the
     generic guard launch over ``state_out``."""
 
-    finite_guard: bool = True
-    """Whether steps record non-finite outputs in :attr:`nonfinite_flags` (set ``False`` on an
-    instance whose outputs another guard covers, e.g. an entry of a coupled solver)."""
+    @property
+    def finite_guard(self) -> bool:
+        """Whether steps end with the generic non-finite guard launch (default ``True``; set
+        ``False`` on an instance whose outputs another guard covers, e.g. an entry of a coupled
+        solver). Solvers with ``fuses_finite_guard`` (a class attribute, or an instance attribute
+        set in ``__init__``) write the flags from their own kernels either way."""
+        return self.__dict__.get("_finite_guard", True)
 
-    step_count: int = 0
-    """Steps this solver has taken (counted by the step checks)."""
+    @finite_guard.setter
+    def finite_guard(self, value: bool) -> None:
+        self.__dict__["_finite_guard"] = bool(value)
+        guard = self.__dict__.get("_step_guard")
+        if guard is not None:
+            guard.launch = bool(value) and not self.fuses_finite_guard
+
+    @property
+    def step_count(self) -> int:
+        """Steps this solver has taken (counted by the step checks)."""
+        guard = self.__dict__.get("_step_guard")
+        return 0 if guard is None else guard.steps
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

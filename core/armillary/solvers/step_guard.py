@@ -250,6 +250,9 @@ class StepGuard:
         self.model = solver.model
         self.name = type(solver).__name__
         self.stamp = _stamp_for(self.model)  # objects checked for a model of this layout carry it
+        self.active = False  # inside a checked step (a nested super().step() is not checked again)
+        self.steps = 0  # SolverBase.step_count
+        self.launch = solver.finite_guard and not solver.fuses_finite_guard  # the generic guard launch
         self.flags = wp.full(SLOT_COUNT, CLEAN, dtype=wp.int32, device=self.model.device)
         self._guards: dict = {}  # ids of (state_in, state_out, control) -> the recorded guard launch
 
