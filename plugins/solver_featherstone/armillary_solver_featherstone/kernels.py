@@ -5,15 +5,17 @@ One step is two launches:
 1. ``contact_wrench_kernel`` (one thread per rigid contact, only when contacts are passed):
    penalty forces from shape materials with the contact-stiffness floor (from each body's
    articulated inverse inertia of the previous step), accumulated per body as world wrenches
-   about the body's COM (``body_f_contact``), with the implicit stiffness/damping as per-body
-   6x6 twist-space matrices (``body_K_contact``; both zeroed just before) and a flag on every
-   body near a contact (cleared by the articulation kernel that reads it);
+   about the body's COM (``body_f_contact``), with the implicit stiffness/damping as 6x6
+   twist-space matrices: per body (``body_K_contact``) for contacts with the world or another
+   articulation, per body pair (``pair_K_contact``) for self-contacts (all zeroed just before),
+   and a flag on every body near a contact (cleared by the articulation kernel that reads it);
 2. ``articulation_step_kernel`` (one thread per articulation, all worlds at once): forward
    kinematics of the input coordinates, recursive Newton-Euler bias forces with gravity as a
    base acceleration (the articulation's world row of ``Model.gravity``, the last row for the
    global world), composite-rigid-body mass matrix, joint forces (``joint_f``, drives, limits,
    springs, damping), the articulated inverse inertia of the flagged bodies (for the next
-   step's contact floor), the implicit contact terms, mimic reduction and kinematic locking,
+   step's contact floor), the implicit contact terms (self-contacts through the relative
+   Jacobian of their body pair), mimic reduction and kinematic locking,
    dense Cholesky solve, semi-implicit Euler on the joint manifold and forward kinematics of
    the result.
 
@@ -128,6 +130,25 @@ def contact_inverse_mass(
     return body_inv_mass[b] + wp.dot(rn, (R * body_inv_inertia[b] * wp.transpose(R)) * rn)
 
 
+@wp.func
+def self_pair_slot(
+    b0: int,
+    b1: int,
+    body_pair_first: wp.array(dtype=wp.int32),
+    body_pair_count: wp.array(dtype=wp.int32),
+    pair_partner: wp.array(dtype=wp.int32),
+) -> int:
+    """The slot of the self-contact body pair ``{b0, b1}`` in the solver's pair table (rows of the
+    lower body index, see ``SolverFeatherstone._build_pair_table``), or -1 when it has none."""
+    lo = wp.min(b0, b1)
+    hi = wp.max(b0, b1)
+    first = body_pair_first[lo]
+    for s in range(first, first + body_pair_count[lo]):
+        if pair_partner[s] == hi:
+            return s
+    return -1
+
+
 @wp.kernel
 def contact_wrench_kernel(
     # Model:
@@ -142,6 +163,9 @@ def contact_wrench_kernel(
     body_flags: wp.array(dtype=wp.int32),
     body_articulation: wp.array(dtype=wp.int32),
     body_Ainv: wp.array(dtype=wp.spatial_matrix),
+    body_pair_first: wp.array(dtype=wp.int32),
+    body_pair_count: wp.array(dtype=wp.int32),
+    pair_partner: wp.array(dtype=wp.int32),
     friction_smoothing: float,
     contact_time: float,
     dt: float,
@@ -164,6 +188,7 @@ def contact_wrench_kernel(
     body_f_contact_out: wp.array(dtype=wp.spatial_vector),
     contact_force_out: wp.array(dtype=wp.vec3),
     body_K_contact_out: wp.array(dtype=wp.spatial_matrix),
+    pair_K_contact_out: wp.array(dtype=wp.spatial_matrix),
     body_contact_flag_out: wp.array(dtype=wp.int32),
     contact_point_out: wp.array(dtype=wp.vec3),
     contact_vrel_out: wp.array(dtype=wp.vec3),
@@ -194,16 +219,24 @@ def contact_wrench_kernel(
     mass, close to MuJoCo's default soft contacts.
 
     Implicit part (as the joint drives and limits): the normal force is evaluated at the
-    predicted penetration ``d - dt vn``, and each body in contact gets the twist-space matrix
-    ``J^T C J`` (``body_K_contact_out``, about the world origin) with the point stiffness
-    ``C = (dt^2 k + dt c) n n^T + dt h_t (I - n n^T)`` (``h_t`` the friction gain); the
-    articulation kernel adds ``sum J^T C J`` to the mass matrix, so that ``(M + H) qdd = tau``
-    is the implicit Euler step of the linearised contact. Stiff contacts on light links (many
-    contacts of one pair, links overlapping at rest) then stay stable at any ``dt``; the
-    equilibrium (``v = 0``) is the explicit one. ``J`` of each body is used alone (the blocks
-    of the relative Jacobian ``J1 - J0``); for two bodies of the same articulation that drops
-    the cross terms, so the blocks are doubled (``(J1 - J0)^T C (J1 - J0) <= 2 (J1^T C J1 +
-    J0^T C J0)``): never less implicit than the exact term (less would be unstable).
+    predicted penetration ``d - dt vn``, and the contact's twist-space matrix ``J^T C J`` (about
+    the world origin) with the point stiffness ``C = (dt^2 k + dt c) n n^T + dt h_t (I - n n^T)``
+    (``h_t`` the friction gain) goes to the articulation kernel, which adds it to the mass
+    matrix, so that ``(M + H) qdd = tau`` is the implicit Euler step of the linearised contact:
+    the applied force is the contact law at the new velocity, which only dissipates. Stiff
+    contacts on light links (many contacts of one pair, links overlapping at rest) then stay
+    stable at any ``dt``; the equilibrium (``v = 0``) is the explicit one. ``H`` must be the
+    exact ``(J1 - J0)^T C (J1 - J0)`` of the relative velocity: a contact with the world or with
+    another articulation adds ``C`` to its body's matrix (``body_K_contact_out``; the other side
+    is immovable within this articulation's solve), a self-contact (both bodies in one
+    articulation) adds it to its body pair's (``pair_K_contact_out``, slot from the solver's pair
+    table), whose relative Jacobian involves only the joints between the two bodies. The former
+    per-body blocks doubled for self-contacts (``2 (J1^T C J1 + J0^T C J0)``, an upper bound) put
+    a spurious inertia on the two bodies' common motion; next to strong joint damping (a
+    joint-limit floor) it turned that hidden momentum into joint speed and pumped energy into
+    the panda lying on itself. The doubled blocks remain only as a fallback for a self-contact
+    whose body pair is missing from the table (contacts from a pair list other than
+    ``Model.shape_contact_pairs``): stable, not exactly dissipative.
     """
     k = wp.tid()
     if k >= contact_count[0]:
@@ -292,18 +325,26 @@ def contact_wrench_kernel(
     contact_slope_out[k] = wp.vec2(h_n, h_t)
     nn = wp.outer(n, n)
     C = dt * (h_n * nn + h_t * (wp.identity(n=3, dtype=float) - nn))
+    per_body = True
     if b0 >= 0 and b1 >= 0:
         if body_articulation[b0] >= 0 and body_articulation[b0] == body_articulation[b1]:
-            C = 2.0 * C
+            slot = self_pair_slot(b0, b1, body_pair_first, body_pair_count, pair_partner)
+            if slot >= 0:
+                wp.atomic_add(pair_K_contact_out, slot, point_stiffness(C, p_W))
+                per_body = False
+            else:
+                C = 2.0 * C  # fallback: an upper bound of the relative term from per-body blocks
     K = point_stiffness(C, p_W)
     if b1 >= 0:
         com1 = wp.transform_point(X_W1, body_com[b1])
         wp.atomic_add(body_f_contact_out, b1, spatial(f1, wp.cross(p_W - com1, f1)))
-        wp.atomic_add(body_K_contact_out, b1, K)
+        if per_body:
+            wp.atomic_add(body_K_contact_out, b1, K)
     if b0 >= 0:
         com0 = wp.transform_point(X_W0, body_com[b0])
         wp.atomic_add(body_f_contact_out, b0, spatial(-f1, wp.cross(p_W - com0, -f1)))
-        wp.atomic_add(body_K_contact_out, b0, K)
+        if per_body:
+            wp.atomic_add(body_K_contact_out, b0, K)
 
 
 @wp.kernel
@@ -564,6 +605,49 @@ def invert_lower(a: int, n: int, L: wp.array3d(dtype=float)):
             L[a, i, j] = -s / L[a, i, i]
 
 
+@wp.func
+def add_relative_stiffness(
+    a: int,
+    d0: int,
+    n: int,
+    b0: int,
+    b1: int,
+    K: wp.spatial_matrix,
+    body_joint: wp.array(dtype=wp.int32),
+    joint_ancestor: wp.array(dtype=wp.int32),
+    joint_articulation: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    S: wp.array(dtype=wp.spatial_vector),
+    dof_sign: wp.array(dtype=float),
+    L: wp.array3d(dtype=float),
+):
+    """``L[a] += (J1 - J0)^T K (J1 - J0)`` for the twist-space matrix ``K`` (about the articulation's
+    reference point) of a contact between bodies ``b1`` and ``b0`` of articulation ``a``: ``J1 - J0``
+    has ``+S_i`` on the joints from the common ancestor down to ``b1``, ``-S_i`` down to ``b0``
+    and nothing on the joints above the common ancestor (the two bodies' common motion).
+    ``dof_sign`` is per-DOF scratch (this articulation's rows only)."""
+    for i in range(d0, d0 + n):
+        dof_sign[i] = 0.0
+    j = body_joint[b1]
+    while in_articulation(j, a, joint_articulation):
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            dof_sign[i] = dof_sign[i] + 1.0
+        j = joint_ancestor[j]
+    j = body_joint[b0]
+    while in_articulation(j, a, joint_articulation):
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            dof_sign[i] = dof_sign[i] - 1.0
+        j = joint_ancestor[j]
+    for i in range(d0, d0 + n):
+        si = dof_sign[i]
+        if si != 0.0:
+            Fi = si * (K * S[i])
+            for l in range(d0, d0 + n):
+                sl = dof_sign[l]
+                if sl != 0.0:
+                    L[a, i - d0, l - d0] = L[a, i - d0, l - d0] + sl * wp.dot(S[l], Fi)
+
+
 @wp.kernel
 def articulation_step_kernel(
     # Model:
@@ -599,6 +683,11 @@ def articulation_step_kernel(
     body_inertia: wp.array(dtype=wp.mat33),
     body_flags: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
+    # Solver tables (per body, per self-contact body pair, per articulation):
+    body_joint: wp.array(dtype=wp.int32),
+    pair_body: wp.array(dtype=wp.int32),
+    pair_partner: wp.array(dtype=wp.int32),
+    art_pair_start: wp.array(dtype=wp.int32),
     # Solver tables (per DOF):
     dof_mimic_ref: wp.array(dtype=wp.int32),
     dof_mimic_coeffs: wp.array(dtype=wp.vec2),
@@ -617,6 +706,7 @@ def articulation_step_kernel(
     body_f_in: wp.array(dtype=wp.spatial_vector),
     body_f_contact_in: wp.array(dtype=wp.spatial_vector),
     body_K_contact_in: wp.array(dtype=wp.spatial_matrix),
+    pair_K_contact_in: wp.array(dtype=wp.spatial_matrix),
     body_contact_flag: wp.array(dtype=wp.int32),
     # Control:
     joint_f: wp.array(dtype=float),
@@ -636,6 +726,7 @@ def articulation_step_kernel(
     L2: wp.array3d(dtype=float),
     Y: wp.array2d(dtype=wp.spatial_vector),
     step_count: wp.array(dtype=wp.int32),
+    dof_sign: wp.array(dtype=float),
     # Solver out:
     body_Ainv_out: wp.array(dtype=wp.spatial_matrix),
     # State out:
@@ -805,7 +896,9 @@ def articulation_step_kernel(
             body_contact_flag[c] = 0  # consumed: the next contact pass sets it again
 
     # 7. the step's system: M + implicit joint terms + implicit contact stiffness/damping
-    #    (sum_b J_b^T K_b J_b, assembled like the CRBA from the composite contact matrices Kc)
+    #    (sum_b J_b^T K_b J_b, assembled like the CRBA from the composite contact matrices Kc, plus
+    #    (J1 - J0)^T K (J1 - J0) of each self-contact body pair, whose cousin-DOF blocks the CRBA
+    #    pattern cannot hold)
     if use_contact_f != 0:
         for jj in range(js, je):
             j = joint_order[jj]
@@ -822,6 +915,12 @@ def articulation_step_kernel(
                         L[a, li, l - d0] = L[a, li, l - d0] + val
                         L[a, l - d0, li] = L[a, l - d0, li] + val
                     k = joint_ancestor[k]
+        for ps in range(art_pair_start[a], art_pair_start[a + 1]):
+            Kp = pair_K_contact_in[ps]
+            if Kp[0, 0] + Kp[1, 1] + Kp[2, 2] > 0.0:  # the pair has a contact with force this step
+                add_relative_stiffness(a, d0, n, pair_body[ps], pair_partner[ps], shift_twist_matrix(Kp, origin),
+                                       body_joint, joint_ancestor, joint_articulation, joint_qd_start, S, dof_sign,
+                                       L)  # fmt: skip
     # mimic reduction and kinematic locking, then the dense Cholesky solve for qdd (in tau)
     reduce_system(a, js, je, d0, n, joint_order, joint_child, joint_qd_start, body_flags, dof_mimic_ref,
                   dof_mimic_coeffs, L, tau, 1)  # fmt: skip

@@ -69,7 +69,10 @@ class SolverFeatherstone(SolverBase):
       two shapes), never softer than the contact-stiffness floor (``contact_time_constant``,
       below), applied as body wrenches and so mapped to joint space through the body
       Jacobians (``S^T f``), and linearly implicit: their stiffness and damping enter the
-      mass matrix of the step (``J^T C J``) like the joint drives and limits;
+      mass matrix of the step (``J^T C J`` with ``J`` the Jacobian of the relative velocity at
+      the contact: for a self-contact only the joints between its two bodies, so the step
+      applies the contact law at the new velocity and the contact only dissipates) like the
+      joint drives and limits;
     * per articulation (one thread each, all worlds): forward kinematics of
       ``state_in.joint_q``, bias forces by recursive Newton-Euler (gravity of the
       articulation's world: row ``w`` of ``Model.gravity``, the last row for the global world
@@ -103,7 +106,8 @@ class SolverFeatherstone(SolverBase):
     damping term only; EFFORT: none), linearly implicit in the new velocity and position,
     clamped explicitly to ``joint_effort_limit`` when they would exceed it; limits
     ``limit_ke (limit - q) - limit_kd qd`` beyond ``joint_limit_lower/upper``, implicit the
-    same way. BALL/FREE joints get no drive or spring (as the spec states).
+    same way, never softer than the joint-limit floor (``limit_time_constant``, below; on by
+    default). BALL/FREE joints get no drive or spring (as the spec states).
 
     Mimic joints (follower ``q = c0 + c1 q_ref`` per coordinate) are solved in generalized
     coordinates: the follower DOFs are removed from the solve and their forces and inertia
@@ -145,11 +149,13 @@ class SolverFeatherstone(SolverBase):
             for callers that want one place to find it; ``step`` uses the ``contacts`` it is given.
         contact_time_constant: ``tau`` [s] of the contact-stiffness floor (above); 0.01 by
             default; ``0`` or ``None`` uses the shape materials alone (pure penalty contacts).
-        limit_time_constant: ``tau`` [s] of the joint-limit floor: beyond a limit the spring is
-            at least a critically damped one of time constant ``tau`` on the DOF's mass-matrix
-            diagonal (``ke >= M_ii / tau^2``, ``kd >= 2 M_ii / tau``; 0.02 is MuJoCo's default soft
-            limit). Off by default (``None``: ``joint_limit_ke/kd`` alone): with 0.02 the panda URDF
-            of the robot corpus went non-finite (not yet understood), so the floor is opt-in.
+        limit_time_constant: ``tau`` [s] of the joint-limit floor, 0.02 by default (MuJoCo's
+            default soft limit): beyond a limit the spring is at least a critically damped one of
+            time constant ``tau`` on the DOF's mass-matrix diagonal (``ke >= M_ii / tau^2``,
+            ``kd >= 2 M_ii / tau``, armature included), linearly implicit like the bare limit, so a
+            violated limit is undone without overshoot whatever ``joint_limit_ke/kd`` say (the
+            ant's ankles, 30 degrees out at its ``qpos0``, come back critically damped).
+            ``0`` or ``None`` turns it off (``joint_limit_ke/kd`` alone).
     """
 
     capabilities = SolverCapabilities(
@@ -201,7 +207,7 @@ class SolverFeatherstone(SolverBase):
         deterministic=None,
         collision_pipeline=None,
         contact_time_constant: float | None = 0.01,
-        limit_time_constant: float | None = None,
+        limit_time_constant: float | None = 0.02,
     ):
         super().__init__(model, collision_pipeline=collision_pipeline)
         if not (float(angular_damping) >= 0.0):
@@ -269,6 +275,7 @@ class SolverFeatherstone(SolverBase):
         self._Kc = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
         self._zero_joint_f = wp.zeros(nd, dtype=wp.float32, device=dev)
         self._zero_body_f = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
+        self._dof_sign = wp.zeros(nd, dtype=wp.float32, device=dev)  # per-DOF scratch of the self-contact terms
         # scratch of the contact floor (factorisation, per-body L^-1 J^T), allocated with the first contacts
         self._L2 = None
         self._Y = None
@@ -325,6 +332,11 @@ class SolverFeatherstone(SolverBase):
             tree = jart >= 0
             body_art[jchild[tree]] = jart[tree]
         self._body_articulation = wp.array(body_art, dtype=wp.int32, device=self.device)
+        body_joint = np.full(max(nb, 1), -1, np.int32)
+        if nj:
+            body_joint[jchild[jart >= 0]] = np.nonzero(jart >= 0)[0]
+        self._body_joint = wp.array(body_joint, dtype=wp.int32, device=self.device)
+        self._build_pair_table(body_art)
         self._copy_bodies = bool(len(loose))
         self._copy_joints = bool(loops)
         if nd:
@@ -372,6 +384,46 @@ class SolverFeatherstone(SolverBase):
         self._step_count.zero_()
         self._body_Ainv.zero_()
         self._launches.clear()
+
+    def _build_pair_table(self, body_art: np.ndarray) -> None:
+        """Slots for the implicit terms of self-contacts: one per pair of bodies of one articulation
+        that ``Model.shape_contact_pairs`` lets collide, sorted by (articulation, lower body, upper
+        body), with each body's row (``_body_pair_first/_count``, by the lower body) for the
+        contact kernel and each articulation's range (``_art_pair_start``) for the articulation
+        kernel. Self-contacts of pairs outside the table fall back to per-body terms."""
+        model, dev = self.model, self.device
+        nb = max(int(model.body_count), 1)
+        na = max(int(model.articulation_count), 1)
+        # only articulations with shapes on two or more bodies can have self-contacts
+        shape_body = model.shape_body.numpy() if int(model.shape_count) else np.zeros(0, np.int32)
+        bodies = np.unique(shape_body[shape_body >= 0])
+        arts = body_art[bodies]
+        arts = arts[arts >= 0]
+        pairs = np.zeros((0, 2), np.int64)
+        if len(arts) and np.bincount(arts).max() >= 2:
+            sp = np.asarray(model.shape_contact_pairs, dtype=np.int64).reshape(-1, 2)
+            b0, b1 = shape_body[sp[:, 0]], shape_body[sp[:, 1]]
+            keep = (b0 >= 0) & (b1 >= 0) & (b0 != b1)
+            b0, b1 = b0[keep], b1[keep]
+            keep = (body_art[b0] >= 0) & (body_art[b0] == body_art[b1])
+            pairs = np.unique(np.sort(np.stack([b0[keep], b1[keep]], axis=1), axis=1), axis=0)
+        art = body_art[pairs[:, 0]] if len(pairs) else np.zeros(0, np.int64)
+        order = np.lexsort((pairs[:, 1], pairs[:, 0], art)) if len(pairs) else np.zeros(0, np.int64)
+        pairs, art = pairs[order], art[order]
+        first = np.zeros(nb, np.int32)
+        count = np.zeros(nb, np.int32)
+        if len(pairs):
+            lo, idx, cnt = np.unique(pairs[:, 0], return_index=True, return_counts=True)
+            first[lo], count[lo] = idx, cnt
+        art_start = np.zeros(na + 1, np.int32)
+        art_start[1:] = np.cumsum(np.bincount(art, minlength=na)[:na])
+        np_pairs = max(len(pairs), 1)
+        self._pair_body = wp.array(np.resize(pairs[:, 0].astype(np.int32), np_pairs), dtype=wp.int32, device=dev)
+        self._pair_partner = wp.array(np.resize(pairs[:, 1].astype(np.int32), np_pairs), dtype=wp.int32, device=dev)
+        self._body_pair_first = wp.array(first, dtype=wp.int32, device=dev)
+        self._body_pair_count = wp.array(count, dtype=wp.int32, device=dev)
+        self._art_pair_start = wp.array(art_start, dtype=wp.int32, device=dev)
+        self._pair_K_contact = wp.zeros(np_pairs, dtype=wp.spatial_matrix, device=dev)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -422,6 +474,7 @@ class SolverFeatherstone(SolverBase):
                 self._contact_slope = wp.zeros(n_max, dtype=wp.vec2, device=dev)
             self._body_f_contact.zero_()
             self._body_K_contact.zero_()
+            self._pair_K_contact.zero_()
             self._launches.launch(
                 self._contact_kernel,
                 dim=n_max,
@@ -429,6 +482,7 @@ class SolverFeatherstone(SolverBase):
                     model.shape_body, model.shape_material_ke, model.shape_material_kd, model.shape_material_kf,
                     model.shape_material_mu, model.body_com, model.body_inv_mass, model.body_inv_inertia,
                     model.body_flags, self._body_articulation, self._body_Ainv,
+                    self._body_pair_first, self._body_pair_count, self._pair_partner,
                     self.friction_smoothing, self.contact_time_constant, float(dt),
                     state_in.body_q, state_in.body_qd,
                     contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
@@ -436,8 +490,8 @@ class SolverFeatherstone(SolverBase):
                     contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
                     *self._contact_overrides(contacts),
                 ],
-                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact, self._body_contact_flag,
-                         self._contact_point, self._contact_vrel, self._contact_slope],
+                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact, self._pair_K_contact,
+                         self._body_contact_flag, self._contact_point, self._contact_vrel, self._contact_slope],
                 device=self.device,
             )  # fmt: skip
             self._last_contacts = contacts
@@ -467,14 +521,16 @@ class SolverFeatherstone(SolverBase):
                 model.joint_target_kd, model.joint_effort_limit, model.joint_limit_lower, model.joint_limit_upper,
                 model.joint_limit_ke, model.joint_limit_kd, model.body_com, model.body_mass, model.body_inertia,
                 model.body_flags, model.gravity,
+                self._body_joint, self._pair_body, self._pair_partner, self._art_pair_start,
                 self._dof_mimic_ref, self._dof_mimic_coeffs, self._dof_mimic_ref_q, self._dof_scalar,
                 float(dt), self.limit_time_constant, self.update_mass_matrix_interval,
                 int(body_f is not None), int(use_contacts), int(floor),
                 state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
-                self._body_f_contact, self._body_K_contact, self._body_contact_flag,
+                self._body_f_contact, self._body_K_contact, self._pair_K_contact, self._body_contact_flag,
                 joint_f, target_q, target_qd,
                 self._S, self._Ic, self._Kc, self._V, self._A, self._F, self._M, self._L, self._tau, self._qd_new,
                 self._L2 if floor else self._L, self._Y if floor else self._empty_Y, self._step_count,
+                self._dof_sign,
             ],
             outputs=[self._body_Ainv, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
             device=self.device,

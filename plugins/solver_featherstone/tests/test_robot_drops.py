@@ -87,8 +87,9 @@ def _drop(name):
     model = b.finalize(device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # the ant from its default pose needs the (opt-in) joint-limit floor
-        solver = SolverFeatherstone(model, limit_time_constant=0.02 if name == "ant_qpos0" else None)
+        # the defaults: the contact-stiffness floor and the joint-limit floor (the ant from its default
+        # pose needs the latter)
+        solver = SolverFeatherstone(model)
     pipeline = armillary.CollisionPipeline(model)
     contacts = pipeline.contacts()
     s0, s1 = model.state(), model.state()
@@ -151,7 +152,7 @@ def test_dropped_robot_rests_at_mujocos_root_height(name):
 
 
 def test_ant_from_its_default_pose_lands_like_mujoco():
-    """The ant's ``qpos0`` starts its ankles 30 degrees outside their limits. The opt-in joint-limit
+    """The ant's ``qpos0`` starts its ankles 30 degrees outside their limits. The default joint-limit
     floor (``limit_time_constant=0.02``, a critically damped 0.02 s spring on the DOF's mass-matrix
     diagonal, MuJoCo's default soft limit) undoes that without the flailing of the bare ``limit_ke`` 1e4 /
     ``limit_kd`` 10 springs: the root rises at most 1 cm more than MuJoCo's (measured 3.2 vs
