@@ -150,7 +150,7 @@ class SolverBase:
         self.__dict__["_finite_guard"] = bool(value)
         guard = self.__dict__.get("_step_guard")
         if guard is not None:
-            guard.launch = bool(value) and not self.fuses_finite_guard
+            self._refresh_finite_guard()
 
     @property
     def step_count(self) -> int:
@@ -269,6 +269,12 @@ class SolverBase:
 
         guard = self.__dict__["_step_guard"] = StepGuard(self)
         return guard
+
+    def _refresh_finite_guard(self) -> None:
+        """Call after changing ``fuses_finite_guard`` on an instance that may have stepped already."""
+        guard = self.__dict__.get("_step_guard")
+        if guard is not None:
+            guard.launch = self.finite_guard and not self.fuses_finite_guard
 
     @property
     def nonfinite_flags(self):

@@ -166,12 +166,12 @@ def check_collide_inputs(model, state, contacts, where: str = "CollisionPipeline
 
 # ------------------------------------------------------------------------- non-finite guard
 @wp.func
-def _transform_finite(x: wp.transform) -> bool:
+def transform_finite(x: wp.transform) -> bool:
     return wp.isfinite(wp.transform_get_translation(x)) and wp.isfinite(wp.transform_get_rotation(x))
 
 
 @wp.func
-def _twist_finite(v: wp.spatial_vector) -> bool:
+def twist_finite(v: wp.spatial_vector) -> bool:
     return wp.isfinite(wp.spatial_top(v)) and wp.isfinite(wp.spatial_bottom(v))
 
 
@@ -202,7 +202,7 @@ def finite_guard_kernel(
     """Flag the first non-finite entry of each array (launched over the longest one)."""
     i = wp.tid()
     if i < body_q.shape[0]:
-        if not (_transform_finite(body_q[i]) and _twist_finite(body_qd[i])):
+        if not (transform_finite(body_q[i]) and twist_finite(body_qd[i])):
             report_nonfinite(flags, 0, i)
     if i < particle_q.shape[0]:
         if not (wp.isfinite(particle_q[i]) and wp.isfinite(particle_qd[i])):
@@ -217,7 +217,7 @@ def finite_guard_kernel(
         if not wp.isfinite(joint_f[i]):
             report_nonfinite(flags, 4, i)
     if i < body_f.shape[0]:
-        if not _twist_finite(body_f[i]):
+        if not twist_finite(body_f[i]):
             report_nonfinite(flags, 5, i)
     if i < particle_f.shape[0]:
         if not wp.isfinite(particle_f[i]):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import warp as wp
 
 from armillary.sim.dynamics_kernels import assemble_mass_matrix, in_articulation, joint_subspace
+from armillary.solvers.step_guard import report_nonfinite, transform_finite, twist_finite
 from armillary.sim.kinematics_kernels import JT_BALL, JT_DISTANCE, JT_FREE, JT_ROD, fk_joint
 from armillary.sim.spatial import (
     ang,
@@ -734,6 +735,8 @@ def articulation_step_kernel(
     joint_qd_out: wp.array(dtype=float),
     body_q_out: wp.array(dtype=wp.transform),
     body_qd_out: wp.array(dtype=wp.spatial_vector),
+    # Solver out (SolverBase.nonfinite_flags, the fused non-finite guard):
+    nonfinite_flags: wp.array(dtype=wp.int32),
 ):
     a = wp.tid()
     js = art_start[a]
@@ -964,6 +967,24 @@ def articulation_step_kernel(
         fk_joint(joint_order[jj], joint_type, joint_parent, joint_child, joint_X_p, joint_X_c, joint_q_start,
                  joint_qd_start, joint_dof_dim, joint_axis, body_com, joint_q_out, joint_qd_out, body_q_out,
                  body_qd_out)  # fmt: skip
+
+    # 10. the non-finite guard (SolverBase.nonfinite_flags): this articulation's outputs and force inputs
+    for jj in range(js, je):
+        j = joint_order[jj]
+        c = joint_child[j]
+        if not (transform_finite(body_q_out[c]) and twist_finite(body_qd_out[c])):
+            report_nonfinite(nonfinite_flags, 0, c)
+        if use_body_f != 0:
+            if not twist_finite(body_f_in[c]):
+                report_nonfinite(nonfinite_flags, 5, c)
+        for i in range(joint_q_start[j], joint_q_start[j + 1]):
+            if not wp.isfinite(joint_q_out[i]):
+                report_nonfinite(nonfinite_flags, 2, i)
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            if not wp.isfinite(joint_qd_out[i]):
+                report_nonfinite(nonfinite_flags, 3, i)
+            if not wp.isfinite(joint_f[i]):
+                report_nonfinite(nonfinite_flags, 4, i)
 
 
 @wp.kernel

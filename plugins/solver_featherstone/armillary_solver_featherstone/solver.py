@@ -339,6 +339,10 @@ class SolverFeatherstone(SolverBase):
         self._build_pair_table(body_art)
         self._copy_bodies = bool(len(loose))
         self._copy_joints = bool(loops)
+        # the articulation kernel flags non-finite outputs and force inputs itself, unless some
+        # outputs are copies of the inputs (loose bodies, loop joints): then the generic guard runs
+        self.fuses_finite_guard = not (self._copy_bodies or self._copy_joints)
+        self._refresh_finite_guard()
         if nd:
             friction = getattr(model, "joint_friction", None)
             if friction is not None and (friction.numpy() > 0).any():
@@ -532,7 +536,8 @@ class SolverFeatherstone(SolverBase):
                 self._L2 if floor else self._L, self._Y if floor else self._empty_Y, self._step_count,
                 self._dof_sign,
             ],
-            outputs=[self._body_Ainv, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd],
+            outputs=[self._body_Ainv, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd,
+                     self.nonfinite_flags],
             device=self.device,
         )  # fmt: skip
 
