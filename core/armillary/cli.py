@@ -2,23 +2,31 @@
 
 ``armillary plugins``
     installed plugins, their versions, what each provides and any load error.
-``armillary run [MODEL_FILE] [--scene NAME] [--solver NAME] [--frames N] [--out FILE] [--usd FILE]``
+``armillary run [MODEL_FILE] [--scene NAME] [--solver NAME] [--frames N | --seconds S] [--out FILE] [--usd FILE]``
     simulate a built-in demo scene (default ``falling_shapes``) or a model
     file (through the importer registered for its suffix) with any installed
-    solver; prints a summary and writes the trajectory (``.npz``; with
-    ``--usd`` also a USD stage of time-sampled body transforms for usdview).
+    solver; prints a summary (with a warning line per suspicious outcome) and
+    writes the trajectory (``.npz``; with ``--usd`` also a USD stage of
+    time-sampled body transforms for usdview).
+``armillary warmup [--device DEV] [--plugin NAME] [-j N]``
+    compile the kernels of core and of every installed plugin (or of the
+    named ones) into Warp's cache (once, after installing; ``scripts/setup.sh``
+    runs it), so that the first run starts within seconds.
 ``armillary features [--markdown]``
-    the per-solver feature table generated from the solvers' declarations.
+    the per-solver feature table generated from the solvers' declarations
+    (aligned text; ``--markdown``: the Markdown table of the README).
 ``armillary docs [--check] [DIR]``
     regenerate (or check) the generated documentation pages.
 
-Errors (unknown solver, unreadable file, ...) print one line and exit with
-status 2, without a traceback.
+Errors (unknown solver, unreadable file, a failure inside the simulation, ...)
+print one line and exit with status 2, without a traceback; ``--traceback``
+(or ``ARMILLARY_DEBUG=1``) also prints the traceback of the original exception.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -66,7 +74,55 @@ def _cmd_plugins(args) -> int:
 def _cmd_features(args) -> int:
     from .docsgen import feature_table_markdown
 
-    print(feature_table_markdown())
+    table = feature_table_markdown()
+    print(table if args.markdown else markdown_table_as_text(table))
+    return 0
+
+
+def markdown_table_as_text(markdown: str) -> str:
+    """The Markdown tables in ``markdown`` as aligned plain-text columns (other lines unchanged)."""
+    lines = markdown.rstrip("\n").split("\n")
+    out, block = [], []
+
+    def flush():
+        if not block:
+            return
+        rows = [[c.strip().replace("`", "") for c in line.strip().strip("|").split("|")] for line in block]
+        rows = [r for r in rows if not all(set(c) <= set("-: ") for c in r)]  # the |---| separator
+        widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
+        for k, r in enumerate(rows):
+            out.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+            if k == 0:
+                out.append("  ".join("-" * w for w in widths))
+        block.clear()
+
+    for line in lines:
+        if line.lstrip().startswith("|"):
+            block.append(line)
+            continue
+        flush()
+        out.append(line.replace("`", ""))
+    flush()
+    return "\n".join(out) + "\n"
+
+
+def _cmd_warmup(args) -> int:
+    from .runner import warmup
+
+    devices = args.device or ["cpu"]
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+
+    def log(line):
+        print(f"armillary warmup: {line}", flush=True)
+
+    report = warmup(devices, plugins=args.plugin, max_workers=args.jobs, log=log)
+    print(f"armillary warmup: {len(report.compiled)} modules compiled, {len(report.cached)} already cached, "
+          f"{len(report.failed)} failed, in {report.seconds:.1f} s (cache: {report.cache_dir})")
+    if report.failed:
+        names = ", ".join(sorted(report.failed))
+        raise CliError(f"warmup: {len(report.failed)} kernel modules failed to compile ({names}); they will "
+                       "compile on first use instead (run again with --traceback to see why)")
     return 0
 
 
@@ -95,6 +151,7 @@ def _cmd_run(args) -> int:
         progress=args.progress,
         mesh_collision=args.mesh_collision,
         usd=args.usd,
+        seconds=args.seconds,
     )
     summary = run(options)
     for line in summary.lines():
@@ -104,25 +161,41 @@ def _cmd_run(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="armillary", description="armillary physics simulation")
+    parser.add_argument("--traceback", action="store_true", default=False,
+                        help="on an error, also print the full traceback (or set ARMILLARY_DEBUG=1)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="on an error, also print the full traceback (or set ARMILLARY_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("plugins", help="list installed plugins and what they provide")
+    def add_parser(name, **kwargs):
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    p = add_parser("plugins", help="list installed plugins and what they provide")
     p.add_argument("-v", "--verbose", action="store_true", help="also list every solver and scene with its summary")
     p.set_defaults(func=_cmd_plugins)
 
-    p = sub.add_parser("run", help="simulate a demo scene or a model file")
+    p = add_parser("run", help="simulate a demo scene or a model file")
     p.add_argument("model_file", nargs="?", help="model file (format chosen by suffix); default: a demo scene")
     p.add_argument("--scene", default=None, help="built-in or plugin demo scene (default: falling_shapes)")
     p.add_argument("--solver", default=None, help="solver class name, e.g. SolverXPBD (default: first suitable)")
-    p.add_argument("--frames", type=int, default=None, help="frames to simulate (default: the scene's)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--frames", type=int, default=None,
+                   help="frames to simulate; the simulated time is then frames x substeps x dt (default: as many as "
+                        "the scene's duration takes)")  # fmt: skip
+    g.add_argument("--seconds", type=float, default=None,
+                   help="simulated duration in seconds; frames = seconds / (substeps x dt), rounded up (default: the "
+                        "scene's duration)")  # fmt: skip
     p.add_argument("--substeps", type=int, default=None, help="solver steps per frame (default: the scene's)")
-    p.add_argument("--dt", type=float, default=None, help="solver time step in seconds (default: the scene's)")
+    p.add_argument("--dt", type=float, default=None,
+                   help="solver time step in seconds (default: the scene's); without --frames the run keeps its "
+                        "duration (more or fewer frames)")  # fmt: skip
     p.add_argument("--worlds", type=int, default=1, help="number of replicated worlds (default 1)")
     p.add_argument("--out", default="trajectory.npz", help="trajectory file (.npz, numpy.load-able)")
     p.add_argument("--usd", default=None, metavar="FILE",
                    help="also write the trajectory as a USD stage (.usda/.usdc/.usd) with time-sampled body "
                         "transforms that usdview plays (needs armillary-importer-usd)")  # fmt: skip
-    p.add_argument("--device", default=None, help="Warp device (default: Warp's default device)")
+    p.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0 (default: Warp's default device)")
     p.add_argument("--mesh-collision", default="sdf", choices=("sdf", "mesh", "convex_hull"),
                    help="how a model file's triangle-mesh shapes collide: 'sdf' (default) builds a 64-voxel SDF "
                         "per mesh (cached in $ARMILLARY_CACHE or ~/.cache/armillary), 'mesh' uses the meshes' BVHs "
@@ -132,10 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("features", help="per-solver feature table (Markdown)")
+    p = add_parser("warmup", help="compile every installed plugin's kernels into Warp's cache (once)")
+    p.add_argument("--device", action="append", default=None,
+                   help="Warp device to compile for (repeatable; default: cpu)")
+    p.add_argument("--plugin", action="append", default=None, metavar="NAME",
+                   help="only this plugin's kernels (entry-point name as `armillary plugins` lists it; repeatable; "
+                        "default: core and every loaded plugin)")  # fmt: skip
+    p.add_argument("-j", "--jobs", type=int, default=None, help="modules compiled in parallel (default: up to 4)")
+    p.set_defaults(func=_cmd_warmup)
+
+    p = add_parser("features", help="per-solver feature table")
+    p.add_argument("--markdown", action="store_true", help="print the Markdown table (as in the README)")
     p.set_defaults(func=_cmd_features)
 
-    p = sub.add_parser("docs", help="regenerate the generated documentation pages")
+    p = add_parser("docs", help="regenerate the generated documentation pages")
     p.add_argument("directory", nargs="?", default="docs", help="output folder (default: docs)")
     p.add_argument("--check", action="store_true", help="only check that the pages are up to date")
     p.set_defaults(func=_cmd_docs)
@@ -147,7 +230,12 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"armillary: warning: {message}\n"
 
 
+def _debug_requested(args) -> bool:
+    return bool(getattr(args, "traceback", False)) or os.environ.get("ARMILLARY_DEBUG", "").strip() not in ("", "0")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import traceback
     import warnings
 
     parser = build_parser()
@@ -156,11 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CliError as exc:
+        if _debug_requested(args) and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
         print(f"armillary: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("armillary: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug outside the run's own checks: still one line unless asked for more
+        if _debug_requested(args):
+            traceback.print_exception(exc, file=sys.stderr)
+        text = str(exc).strip().splitlines()
+        print(f"armillary: error: {args.command}: unexpected {type(exc).__name__}: {text[0] if text else ''}; "
+              "this is probably a bug: run again with --traceback (or ARMILLARY_DEBUG=1) for the full traceback "
+              "and report it", file=sys.stderr)  # fmt: skip
+        return 2
 
 
 if __name__ == "__main__":

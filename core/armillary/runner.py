@@ -1,14 +1,23 @@
 """The main job behind ``armillary run``: build a scene, simulate it, save the trajectory.
 
 Kept separate from the argument parsing so that it can be called from Python
-(``armillary.runner.run(RunOptions(...))``) and tested directly.
+(``armillary.runner.run(RunOptions(...))``) and tested directly. Also here:
+:func:`warmup` (``armillary warmup``: compile every installed plugin's kernels
+into Warp's cache) and :func:`init_warp` (Warp's start-up without the CUDA
+driver warning on CPU-only machines).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
+import inspect
+import math
 import os
+import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +29,17 @@ from .sim.rotations import quat_to_matrix
 # preference order when --solver is not given (first installed one that accepts the model)
 DEFAULT_SOLVER_ORDER = ("SolverXPBD", "SolverFeatherstone", "SolverMuJoCo", "SolverVBD")
 DEFAULT_SCENE = "falling_shapes"
+
+#: what every unexpected failure message ends with
+TRACEBACK_HINT = "run again with --traceback (or ARMILLARY_DEBUG=1) for the full traceback"
+#: the native warning Warp prints at start-up on a machine without the CUDA driver
+CUDA_DRIVER_WARNING = "Could not find or load the NVIDIA CUDA driver"
+#: seconds the preparation (kernel compilation, first step) may take before a terminal is told why
+COMPILE_NOTICE_AFTER = 1.0
+#: the summary flags energy growth beyond this fraction of the scene's energy scale
+ENERGY_GROWTH_MARGIN = 0.05
+#: the summary flags bodies farther from the scene than this many scene extents (plus free flight)
+RANGE_EXTENTS = 10.0
 
 
 @dataclasses.dataclass
@@ -40,11 +60,17 @@ class RunOptions:
     mesh_collision: str = "sdf"
     #: also write the trajectory as a USD stage with time-sampled body transforms (needs armillary-importer-usd)
     usd: str | None = None
+    #: simulated duration [s]; sets the frame count (rounded up to whole frames); excludes ``frames``
+    seconds: float | None = None
 
 
 @dataclasses.dataclass
 class RunSummary:
-    """Figures of a finished run."""
+    """Figures of a finished run.
+
+    ``warnings`` holds one line per suspicious outcome (energy growth while nothing drives the
+    system, bodies far outside the scene or below the ground), also printed by :meth:`lines`.
+    """
 
     source: str
     solver: str
@@ -59,6 +85,8 @@ class RunSummary:
     min_height: float
     out: str | None
     usd: str | None = None
+    substeps: int = 1
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def steps_per_second(self) -> float:
@@ -75,7 +103,8 @@ class RunSummary:
             f"scene:          {self.source}",
             f"solver:         {self.solver}",
             f"bodies:         {self.body_count}",
-            f"simulated:      {self.simulated_seconds:.3f} s in {self.steps} steps of {self.dt:.6g} s",
+            f"simulated:      {self.simulated_seconds:.4g} s = {self.frames} frames x {self.substeps} substeps x "
+            f"dt {self.dt:.6g} s ({self.steps} steps)",
             f"first step:     {self.first_step_seconds:.3f} s (includes kernel compilation or cache loading)",
             f"wall time:      {self.wall_seconds:.3f} s for the other steps ({self.steps_per_second:.1f} steps/s)",
             f"energy:         {self.energy_start:.4f} J -> {self.energy_end:.4f} J",
@@ -85,6 +114,7 @@ class RunSummary:
             rows.append(f"trajectory:     {self.out}")
         if self.usd:
             rows.append(f"usd trajectory: {self.usd}")
+        rows += [f"warning:        {w}" for w in self.warnings]
         return rows
 
 
@@ -92,6 +122,286 @@ def _fail(message: str, exc: BaseException | None = None):
     raise CliError(message) from exc
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ------------------------------------------------------------------ failures inside a run
+_ENTITY = re.compile(r"\b(shape|body|joint)s? (\d+)(?: and (\d+))?(?! \()")
+
+
+def _describe_entities(message: str, model) -> str:
+    """Labels of the shapes / bodies / joints a message names by index (``" [shape 3 = 'foot' on body ...]"``)."""
+    if model is None:
+        return ""
+    notes = []
+    for m in _ENTITY.finditer(message):
+        kind = m.group(1)
+        for idx in (m.group(2), m.group(3)):
+            if idx is None:
+                continue
+            i = int(idx)
+            labels = list(getattr(model, f"{kind}_label", None) or [])
+            if not 0 <= i < len(labels) or (labels[i] and labels[i] in message):  # unknown, or named already
+                continue
+            note = f"{kind} {i} = {labels[i]!r}"
+            if kind == "shape":
+                body = int(model.shape_body.numpy()[i]) if getattr(model, "shape_body", None) is not None else -1
+                body_labels = list(getattr(model, "body_label", None) or [])
+                note += " (static)" if body < 0 else \
+                    f" on body {body!r}" if body >= len(body_labels) else f" on body {body_labels[body]!r}"
+            if note not in notes:
+                notes.append(note)
+    return f" [{'; '.join(notes[:4])}]" if notes else ""
+
+
+def _advice(exc: BaseException, phase: str, options: RunOptions) -> str:
+    """What to do about an exception raised while ``phase`` ran."""
+    if isinstance(exc, NotImplementedError):
+        tips = "try another --solver (`armillary features` lists what each supports)"
+        if phase in ("setting up collision detection", "collision detection") and options.model_file is not None:
+            tips += " or --mesh-collision convex_hull"
+        return f"the model needs something that is not implemented yet: {tips}"
+    if isinstance(exc, MemoryError):
+        return "out of memory: try fewer --worlds or a smaller model"
+    if isinstance(exc, (ValueError, TypeError)) and phase == "importing the model":
+        return "the model file may be invalid or use something the importer does not support"
+    return "this may be a bug"
+
+
+@contextlib.contextmanager
+def _failure_context(phase: str, source: str, options: RunOptions, *, solver: str | None = None, model=None,
+                     where=None):  # fmt: skip
+    """Turn any exception of ``phase`` into a one-line :class:`CliError` naming the model, the solver,
+    the frame/step (``where()`` when given), the shapes/bodies/joints the message names, and what to do.
+    The original exception stays chained (``--traceback`` prints it)."""
+    try:
+        yield
+    except (CliError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # every failure of the pipeline: one line, exit status 2
+        at = f" in {where()}" if where is not None else ""
+        by = f" with {solver}" if solver else ""
+        text = _first_line(exc)
+        _fail(f"{source}: {phase} failed{at}{by}: {type(exc).__name__}: {text}{_describe_entities(text, model)}; "
+              f"{_advice(exc, phase, options)}; {TRACEBACK_HINT}", exc)  # fmt: skip
+
+
+# ------------------------------------------------------------------ Warp start-up and devices
+def init_warp(device: str | None = None) -> None:
+    """Initialise Warp quietly: no start-up banner, and no CUDA-driver warning unless ``device`` is a CUDA one.
+
+    Warp's native library prints "Could not find or load the NVIDIA CUDA driver" on every start of a
+    CPU-only machine; for a CPU run the line is noise, so stderr is captured at the file-descriptor level
+    during ``wp.init()`` and every other line is passed on.
+    """
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING  # no initialisation banner or module-load lines
+    if device is not None and not str(device).startswith("cpu"):
+        wp.init()
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no usable stderr file descriptor
+        wp.init()
+        return
+    import tempfile
+
+    with tempfile.TemporaryFile() as captured:
+        try:
+            os.dup2(captured.fileno(), 2)
+            try:
+                wp.init()
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stderr.flush()
+                os.dup2(saved, 2)
+        finally:
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read().decode(errors="replace")
+    for line in text.splitlines(keepends=True):
+        if CUDA_DRIVER_WARNING not in line:
+            sys.stderr.write(line)
+
+
+def _available_devices() -> list[str]:
+    import warp as wp
+
+    return [str(d.alias) for d in wp.get_devices()]
+
+
+def _check_device(device: str | None) -> None:
+    """``--device`` must name a device Warp found on this machine."""
+    import warp as wp
+
+    if device is None:
+        return
+    try:
+        wp.get_device(device)
+    except Exception as exc:
+        available = ", ".join(_available_devices())
+        reason = ""
+        if str(device).startswith("cuda") and not wp.is_cuda_available():
+            reason = " (Warp found no CUDA driver or GPU)"
+        _fail(f"--device {device!r} is not available on this machine{reason}; available devices: {available}", exc)
+
+
+# ------------------------------------------------------------------ outputs
+def _check_writable(path: str, flag: str) -> None:
+    """Fail now (before simulating) when ``path`` cannot be written."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        _fail(f"{flag} {path!r}: folder {str(folder)!r} does not exist (create it first: mkdir -p {folder})")
+    if p.is_dir():
+        _fail(f"{flag} {path!r} is a folder; give a file name")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as exc:
+        _fail(f"{flag} {path!r} cannot be written: {exc.strerror or exc}", exc)
+    if not existed:
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
+# ------------------------------------------------------------------ solver choice
+def _required_arguments(cls) -> list[str]:
+    """Constructor parameters besides the model that have no default (composite solvers: ``entries``)."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    required = [p.name for p in params if p.default is inspect.Parameter.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]  # fmt: skip
+    return required[1:]  # the first is the model
+
+
+def _plugin_docs(entry) -> str:
+    """Where a solver's plugin documents its Python use: its README in this checkout, else its distribution."""
+    from .catalog import DISTRIBUTION_DIRS
+
+    directory = DISTRIBUTION_DIRS.get(entry.plugin.distribution)
+    if directory:
+        readme = Path(__file__).resolve().parents[2] / "plugins" / directory / "README.md"
+        if readme.is_file():
+            return str(readme)
+    return f"the documentation of {entry.plugin.label}"
+
+
+def _composite_error(name: str, entry, cls) -> str | None:
+    """Why ``armillary run`` cannot build solver ``name`` (``None`` when a model is all it needs)."""
+    required = _required_arguments(cls)
+    if not required:
+        return None
+    return (f"solver {name!r} ({entry.plugin.label}) is a composite solver: its constructor needs "
+            f"{', '.join(required)} besides the model, so `armillary run` cannot build it; build it in a Python "
+            f"script (see {_plugin_docs(entry)})")  # fmt: skip
+
+
+def _disabled_plugin_error(name: str, registry) -> str | None:
+    """The message for a known solver whose installed plugin ARMILLARY_PLUGINS leaves out."""
+    from .catalog import KNOWN
+
+    known = KNOWN.get(name)
+    if known is None or known.kind != "solver":
+        return None
+    record = registry.plugin_for_distribution(known.distribution)
+    if record is None or record.status != "disabled":
+        return None
+    selected = os.environ.get("ARMILLARY_PLUGINS", "")
+    return (f"solver {name!r} is provided by {record.label}, whose plugin {record.name!r} is disabled by "
+            f"ARMILLARY_PLUGINS={selected}: add it (ARMILLARY_PLUGINS={selected + ',' if selected else ''}"
+            f"{record.name}) or unset ARMILLARY_PLUGINS")  # fmt: skip
+
+
+def runnable_solvers(registry) -> tuple[list[str], list[str]]:
+    """``(runnable, composite)``: installed solvers ``armillary run`` can build from a model alone, and
+    the composite ones (their constructors need more, e.g. entries); solvers that fail to load are in neither."""
+    runnable, composite = [], []
+    for name in registry.solvers.names():
+        try:
+            cls = registry.solvers.resolve(name)
+        except Exception:
+            continue
+        (composite if _required_arguments(cls) else runnable).append(name)
+    return runnable, composite
+
+
+def _resolve_solver_name(name: str, registry):
+    """The class of solver ``name``, checked before the model is built; one-line errors otherwise."""
+    entry = registry.solvers.get(name)
+    if entry is None:
+        disabled = _disabled_plugin_error(name, registry)
+        if disabled:
+            _fail(disabled)
+        try:
+            registry.solvers.resolve(name)
+        except ImportError as exc:  # a known name: which distribution to install
+            _fail(_first_line(exc), exc)
+        except AttributeError as exc:
+            runnable, composite = runnable_solvers(registry)
+            from .catalog import KNOWN
+
+            pool = sorted(set(registry.solvers.names()) | {n for n, k in KNOWN.items() if k.kind == "solver"})
+
+            def key(n):  # compared without the common "Solver" prefix, case-insensitively
+                n = n.lower()
+                return n[len("solver"):] if n.startswith("solver") and len(n) > len("solver") else n
+            keyed = {key(n): n for n in pool}
+            close = difflib.get_close_matches(key(name), list(keyed), n=2, cutoff=0.7)
+            close += [k for k in keyed if key(name) and key(name) in k and k not in close]
+            hint = f" (did you mean {' or '.join(repr(keyed[c]) for c in close[:2])}?)" if close else ""
+            msg = f"unknown solver {name!r}{hint}; solvers `armillary run` can use: {', '.join(runnable) or 'none'}"
+            if composite:
+                msg += f" (composite, Python API only: {', '.join(composite)})"
+            broken = [p for p in registry.plugins() if p.status == "failed"]
+            if broken:
+                msg += "; plugins that failed to load: " + ", ".join(f"{p.label} ({p.error})" for p in broken)
+            disabled = [p.name for p in registry.plugins() if p.status == "disabled"]
+            if disabled:
+                msg += f"; plugins disabled by ARMILLARY_PLUGINS: {', '.join(disabled)}"
+            _fail(msg, exc)
+        _fail(f"solver {name!r} is not registered")  # pragma: no cover (resolve raised above)
+    try:
+        cls = registry.solvers.resolve(name)
+    except Exception as exc:
+        _fail(_first_line(exc), exc)
+    composite = _composite_error(name, entry, cls)
+    if composite:
+        _fail(composite)
+    return cls
+
+
+def _choose_solver(options: RunOptions, registry, model, solver_cls=None):
+    if solver_cls is not None:
+        return solver_cls
+    if options.solver is not None:
+        return _resolve_solver_name(options.solver, registry)
+    candidates = [n for n in DEFAULT_SOLVER_ORDER if registry.solvers.get(n)] + [
+        n for n in registry.solvers.names() if n not in DEFAULT_SOLVER_ORDER
+    ]
+    reasons = []
+    for name in candidates:
+        try:
+            cls = registry.solvers.resolve(name)
+            if _required_arguments(cls):
+                continue  # composite solvers need entries: Python API only
+            cls.check_model_supported(model)
+            return cls
+        except (ImportError, TypeError, ValueError) as exc:
+            reasons.append(f"{name}: {str(exc).splitlines()[0]}")
+    if not candidates:
+        _fail("no solver plugin is installed (try: pip install armillary-solver-xpbd)")
+    _fail("no installed solver supports this model: " + ("; ".join(reasons) or "only composite solvers are installed"))
+
+
+# ------------------------------------------------------------------ model
 def _load_builder(options: RunOptions, registry):
     """Return ``(builder, source_label, dt, frames, substeps)``."""
     import armillary
@@ -118,14 +428,21 @@ def _load_builder(options: RunOptions, registry):
                 builder.replicate(world, options.world_count)
         except (OSError, ValueError, ImportError) as exc:
             _fail(f"cannot import {str(path)!r}: {exc}", exc)
-        _prepare_meshes(builder, options.mesh_collision)
+        except (CliError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            _fail(f"cannot import {str(path)!r}: {type(exc).__name__}: {_first_line(exc)}; "
+                  f"{_advice(exc, 'importing the model', options)}; {TRACEBACK_HINT}", exc)  # fmt: skip
+        with _failure_context("preparing the mesh collision geometry", str(path), options):
+            _prepare_meshes(builder, options.mesh_collision)
         dt = float(getattr(builder, "timestep", None) or 1.0 / 600.0)  # e.g. MJCF <option timestep>
         return builder, str(path), dt, 300, max(1, round(1.0 / 60.0 / dt))
     name = options.scene or DEFAULT_SCENE
     entry = registry.scenes.get(name)
     if entry is None:
         _fail(f"unknown scene {name!r}; available: {', '.join(registry.scenes.names())}")
-    builder = entry.load()(world_count=options.world_count)
+    with _failure_context("building the scene", name, options):
+        builder = entry.load()(world_count=options.world_count)
     return builder, f"{name} (built-in scene)" if entry.plugin.name == "builtin" else name, \
         entry.meta["dt"], entry.meta["frames"], entry.meta["substeps"]
 
@@ -162,28 +479,7 @@ def _prepare_meshes(builder, mode: str) -> None:
                 mesh.build_sdf(max_resolution=MESH_SDF_RESOLUTION)
 
 
-def _choose_solver(options: RunOptions, registry, model):
-    if options.solver is not None:
-        try:
-            return registry.solvers.resolve(options.solver)
-        except (ImportError, AttributeError) as exc:
-            _fail(str(exc).splitlines()[0], exc)
-    candidates = [n for n in DEFAULT_SOLVER_ORDER if registry.solvers.get(n)] + [
-        n for n in registry.solvers.names() if n not in DEFAULT_SOLVER_ORDER
-    ]
-    reasons = []
-    for name in candidates:
-        try:
-            cls = registry.solvers.resolve(name)
-            cls.check_model_supported(model)
-            return cls
-        except (ImportError, TypeError, ValueError) as exc:
-            reasons.append(f"{name}: {str(exc).splitlines()[0]}")
-    if not candidates:
-        _fail("no solver plugin is installed (try: pip install armillary-solver-xpbd)")
-    _fail("no installed solver supports this model: " + "; ".join(reasons))
-
-
+# ------------------------------------------------------------------ energy and plausibility
 def _energy(model, state) -> float:
     """Kinetic + gravitational potential energy of all bodies and particles [J] (host-side)."""
     e = 0.0
@@ -217,6 +513,143 @@ def _energy(model, state) -> float:
     return e
 
 
+def _numpy(model, name):
+    arr = getattr(model, name, None)
+    return None if arr is None else np.asarray(arr.numpy())
+
+
+def energy_sources(model) -> list[str]:
+    """What may legitimately add kinetic + gravitational energy to ``model`` run with a zero control
+    (empty when nothing drives it, so energy growth means the integration is unstable)."""
+    from .sim.enums import BodyFlags
+
+    found = []
+    if getattr(model, "actuators", None):
+        found.append("actuators")
+    if getattr(model, "joint_dof_count", 0):
+        ke, kd = _numpy(model, "joint_target_ke"), _numpy(model, "joint_target_kd")
+        q, target_q = _numpy(model, "joint_q"), _numpy(model, "joint_target_q")
+        target_qd, stiffness = _numpy(model, "joint_target_qd"), _numpy(model, "joint_stiffness")
+        rest_q = _numpy(model, "joint_rest_q")
+        if ke is not None and np.any(ke > 0) and q is not None and target_q is not None \
+                and np.any(np.abs(target_q - q) > 1e-6):  # fmt: skip
+            found.append("position drives with targets away from the initial pose")
+        if kd is not None and target_qd is not None and np.any((kd > 0) & (target_qd != 0)):
+            found.append("velocity drives")
+        if stiffness is not None and np.any(stiffness > 0) and rest_q is not None and q is not None \
+                and np.any(np.abs(rest_q - q) > 1e-6):  # fmt: skip
+            found.append("joint springs away from their rest pose")
+    if getattr(model, "body_count", 0):
+        flags, qd = _numpy(model, "body_flags"), _numpy(model, "body_qd")
+        if flags is not None and qd is not None:
+            kinematic = (flags & int(BodyFlags.KINEMATIC)) != 0
+            if np.any(np.abs(qd[kinematic]) > 0):
+                found.append("moving kinematic bodies")
+    if any(getattr(model, n, 0) for n in ("spring_count", "tri_count", "tet_count", "edge_count", "muscle_count")):
+        found.append("elastic elements (their stored energy is not counted)")
+    return found
+
+
+def _body_sizes(model) -> np.ndarray:
+    """Each body's bounding radius about its origin from its colliding shapes [m] (0 without any)."""
+    from .sim.enums import GeoType, ShapeFlags
+
+    sizes = np.zeros(model.body_count)
+    if not model.shape_count:
+        return sizes
+    body = _numpy(model, "shape_body")
+    flags = _numpy(model, "shape_flags")
+    radius = _numpy(model, "shape_collision_radius")
+    types = _numpy(model, "shape_type")
+    tf = _numpy(model, "shape_transform")
+    if any(a is None for a in (body, flags, radius, types, tf)):
+        return sizes
+    for s in range(model.shape_count):
+        b = int(body[s])
+        if b < 0 or not int(flags[s]) & int(ShapeFlags.COLLIDE_SHAPES) or int(types[s]) == int(GeoType.PLANE):
+            continue
+        sizes[b] = max(sizes[b], float(np.linalg.norm(tf[s][:3])) + float(radius[s]))
+    return sizes
+
+
+def _ground_planes(model) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """``(point, normal, world)`` of every infinite static colliding plane."""
+    from .sim.enums import GeoType, ShapeFlags
+
+    planes = []
+    if not model.shape_count:
+        return planes
+    types, body, flags = _numpy(model, "shape_type"), _numpy(model, "shape_body"), _numpy(model, "shape_flags")
+    scale, tf, world = _numpy(model, "shape_scale"), _numpy(model, "shape_transform"), _numpy(model, "shape_world")
+    for s in np.nonzero(types == int(GeoType.PLANE))[0]:
+        if int(body[s]) >= 0 or not int(flags[s]) & int(ShapeFlags.COLLIDE_SHAPES) or np.any(scale[s][:2] > 0):
+            continue
+        normal = quat_to_matrix(tf[s][None, 3:7])[0][:, 2]
+        planes.append((tf[s][:3].astype(np.float64), normal, int(world[s]) if world is not None else -1))
+    return planes
+
+
+def _fmt_bodies(model, indices) -> str:
+    labels = list(getattr(model, "body_label", None) or [])
+    names = [repr(labels[i]) if i < len(labels) else f"body {i}" for i in indices[:3]]
+    more = f" and {len(indices) - 3} more" if len(indices) > 3 else ""
+    return ", ".join(names) + more
+
+
+def plausibility_warnings(model, body_q: np.ndarray, energy_start: float, energy_end: float,
+                          seconds: float, body_qd0: np.ndarray | None = None) -> list[str]:  # fmt: skip
+    """One line per suspicious outcome of a run: energy growth while nothing drives the system, bodies
+    that left the scene (farther than :data:`RANGE_EXTENTS` scene extents plus free flight from it) and
+    bodies more than their size below a ground plane. ``body_q``: frames+1 x bodies x 7 origins."""
+    out = []
+    g = float(np.max(np.linalg.norm(model.gravity.numpy().reshape(-1, 3), axis=1))) if model.gravity is not None \
+        else 0.0  # fmt: skip
+    nb = int(model.body_count)
+    sizes = _body_sizes(model) if nb else np.zeros(0)
+    if nb and body_q.size and np.all(np.isfinite(body_q)):
+        x0 = body_q[0, :, :3].astype(np.float64)
+        lo, hi = (x0 - sizes[:, None]).min(axis=0), (x0 + sizes[:, None]).max(axis=0)
+        extent = max(float(np.linalg.norm(hi - lo)), 0.1)
+        center = 0.5 * (lo + hi)
+        v0 = float(np.max(np.linalg.norm(body_qd0[:, :3], axis=1))) if body_qd0 is not None and len(body_qd0) else 0.0
+        limit = RANGE_EXTENTS * max(extent, 1.0) + v0 * seconds + 0.5 * g * seconds**2
+        dist = np.linalg.norm(body_q[..., :3].astype(np.float64) - center, axis=-1).max(axis=0)
+        far = np.nonzero(dist > limit)[0]
+        if len(far):
+            out.append(f"{len(far)} bod{'y' if len(far) == 1 else 'ies'} ({_fmt_bodies(model, far)}) went "
+                       f"{float(dist[far].max()):.4g} m from the scene (extent {extent:.3g} m, farther than free "
+                       f"flight allows): the simulation may have exploded; try a smaller --dt or another solver")  # fmt: skip
+        body_world = _numpy(model, "body_world")
+        for point, normal, world in _ground_planes(model):
+            mask = sizes > 0
+            if world >= 0 and body_world is not None:
+                mask &= body_world == world
+            height = (body_q[..., :3].astype(np.float64) - point) @ normal  # frames x bodies, along the normal
+            depth = -height.min(axis=0)  # deepest, per body
+            size = np.maximum(sizes, 1e-3)
+            below = np.nonzero(mask & (depth > size) & (-height[0] <= size))[0]  # not those that started there
+            if len(below):
+                one = len(below) == 1
+                out.append(f"{len(below)} bod{'y' if one else 'ies'} ({_fmt_bodies(model, below)}) went "
+                           f"{float(depth[below].max()):.4g} m below the ground plane (body origin), more than "
+                           f"{'its' if one else 'their'} size ({float(sizes[below].max()):.3g} m): "
+                           f"{'it' if one else 'they'} fell through; try a smaller --dt or another solver")  # fmt: skip
+                break
+    sources = energy_sources(model)
+    if not sources and math.isfinite(energy_start) and math.isfinite(energy_end):
+        mass = float(np.sum(model.body_mass.numpy())) if nb else 0.0
+        if getattr(model, "particle_count", 0):
+            mass += float(np.sum(model.particle_mass.numpy()))
+        extent = float(np.linalg.norm(np.ptp(body_q[0, :, :3], axis=0))) if nb and body_q.size else 0.0
+        scale = mass * g * max(extent, float(sizes.max()) if len(sizes) else 0.0, 0.1)
+        margin = ENERGY_GROWTH_MARGIN * max(scale, abs(energy_start), 1e-3)
+        if energy_end > energy_start + margin:
+            out.append(f"energy grew from {energy_start:.4g} to {energy_end:.4g} J while nothing drives the system: "
+                       "the solver may be unstable at this dt; try --dt smaller or another solver")  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------ progress
 class _Progress:
     """A one-line text progress bar on stderr."""
 
@@ -242,86 +675,180 @@ class _Progress:
         sys.stderr.flush()
 
 
-def run(options: RunOptions) -> RunSummary:
-    """Simulate according to ``options``; raise :class:`CliError` on user errors."""
-    import warp as wp
+class _CompileNotice:
+    """Tells a terminal why nothing happens: after :data:`COMPILE_NOTICE_AFTER` seconds of preparation
+    (model import, kernel compilation on a cold Warp cache, first step), one line; when done, how long it took."""
 
-    from .plugins import get_registry
+    def __init__(self, enabled: bool):
+        self.enabled, self.shown, self.start = enabled, False, time.perf_counter()
+        self._lock = threading.Lock()
+        self._timer = None
+        if enabled:
+            self._timer = threading.Timer(COMPILE_NOTICE_AFTER, self._show)
+            self._timer.daemon = True
+            self._timer.start()
 
+    def _show(self):
+        with self._lock:
+            if self._timer is None:
+                return
+            self.shown = True
+            sys.stderr.write("armillary: preparing the run; Warp compiles kernels on their first use, which takes "
+                             "a minute or more once (`armillary warmup` compiles them all ahead of time)...\n")
+            sys.stderr.flush()
+
+    def done(self):
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+                if self.shown:
+                    sys.stderr.write(f"armillary: ready after {time.perf_counter() - self.start:.1f} s; "
+                                     "simulating\n")
+                    sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ the run
+def _validate_options(options: RunOptions) -> None:
     if options.world_count < 1:
         _fail(f"--worlds must be at least 1, got {options.world_count}")
     for field in ("frames", "substeps"):
         value = getattr(options, field)
         if value is not None and value < 1:
             _fail(f"--{field} must be at least 1, got {value}")
-    if options.dt is not None and not options.dt > 0:
-        _fail(f"--dt must be positive, got {options.dt}")
+    if options.dt is not None and not (options.dt > 0 and math.isfinite(options.dt)):
+        _fail(f"--dt must be a positive number of seconds, got {options.dt}")
+    if options.seconds is not None:
+        if options.frames is not None:
+            _fail(f"give either --frames ({options.frames}) or --seconds ({options.seconds}), not both")
+        if not (options.seconds > 0 and math.isfinite(options.seconds)):
+            _fail(f"--seconds must be a positive number of seconds, got {options.seconds}")
     if options.out is not None and not str(options.out).endswith(".npz"):
         _fail(f"--out must name a .npz file, got {options.out!r}")
     if options.usd is not None and not str(options.usd).endswith((".usd", ".usda", ".usdc")):
         _fail(f"--usd must name a .usda, .usdc or .usd file, got {options.usd!r}")
+    if options.out is not None:
+        _check_writable(options.out, "--out")
+    if options.usd is not None:
+        _check_writable(options.usd, "--usd")
 
-    wp.config.log_level = wp.LOG_WARNING  # no initialisation banner or module-load lines
+
+def run(options: RunOptions) -> RunSummary:
+    """Simulate according to ``options``; raise :class:`CliError` on user errors and, with the
+    original exception chained, on any failure of the import, the model, the solver or a step."""
+    import warp as wp
+
+    from .plugins import get_registry
+
+    _validate_options(options)
+    init_warp(options.device)
+    _check_device(options.device)
     registry = get_registry()
-    builder, source, dt, frames, substeps = _load_builder(options, registry)
-    dt = options.dt or dt
-    frames = options.frames or frames
-    substeps = options.substeps or substeps
-    if not getattr(builder, "particle_color_groups", None) and hasattr(builder, "color"):
-        builder.color()  # block-descent solvers (SolverVBD) need the colouring; it costs others nothing
-    try:
-        model = builder.finalize(device=options.device)
-    except ValueError as exc:
-        _fail(f"invalid model: {exc}", exc)
-    solver_cls = _choose_solver(options, registry, model)
-    try:
-        solver = solver_cls(model)
-    except ValueError as exc:
-        _fail(str(exc), exc)
-
-    state_0, state_1 = model.state(), model.state()
-    control = model.control()
-    contacts = None
-    # solvers with their own contact generation (SolverMuJoCo's default) get contacts=None
-    if solver_cls.capabilities.collision_pipeline and not getattr(solver, "use_mujoco_contacts", False):
-        collide = getattr(model, "collide", None)
-        contacts = model.contacts() if collide is not None else None
-
-    recorder = _usd_recorder(options, registry, model, 1.0 / (dt * substeps))
-    body_q = np.zeros((frames + 1, model.body_count, 7), dtype=np.float32)
-    body_q[0] = state_0.body_q.numpy() if model.body_count else body_q[0]
-    energy_start = _energy(model, state_0)
-    if recorder is not None:
-        recorder.record(state_0, 0.0)
+    if options.usd is not None:
+        _usd_recorder_class(registry)  # the USD plugin must be there before anything is simulated
+    # the solver name is checked before the model is imported (and its warnings printed)
+    solver_cls = _resolve_solver_name(options.solver, registry) if options.solver is not None else None
     show = options.progress if options.progress is not None else sys.stderr.isatty()
-    progress = _Progress(frames, show)
+    notice = _CompileNotice(show)  # import, model, solver and first step: where Warp compiles kernels
+    try:
+        builder, source, dt, frames, substeps = _load_builder(options, registry)
+        # the run lasts --frames frames, else --seconds, else the scene's default duration (whatever --dt)
+        seconds = options.seconds if options.seconds is not None else frames * substeps * dt
+        dt = options.dt or dt
+        substeps = options.substeps or substeps
+        frames = options.frames or max(1, math.ceil(seconds / (dt * substeps) - 1e-9))
+        with _failure_context("preparing the model", source, options):
+            if not getattr(builder, "particle_color_groups", None) and hasattr(builder, "color"):
+                builder.color()  # block-descent solvers (SolverVBD) need the colouring; it costs others nothing
+        try:
+            model = builder.finalize(device=options.device)
+        except ValueError as exc:
+            _fail(f"{source}: invalid model: {exc}", exc)
+        except (CliError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            _fail(f"{source}: building the model failed: {type(exc).__name__}: {_first_line(exc)}; this may be a bug; "
+                  f"{TRACEBACK_HINT}", exc)  # fmt: skip
+        solver_cls = _choose_solver(options, registry, model, solver_cls)
+        solver_name = solver_cls.__name__
+        try:
+            solver = solver_cls(model)
+        except ValueError as exc:
+            _fail(f"{source}: {_first_line(exc)}{_describe_entities(_first_line(exc), model)}", exc)
+        except (CliError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            _fail(f"{source}: creating {solver_name} failed: {type(exc).__name__}: {_first_line(exc)}"
+                  f"{_describe_entities(_first_line(exc), model)}; {_advice(exc, 'creating the solver', options)}; "
+                  f"{TRACEBACK_HINT}", exc)  # fmt: skip
 
-    def one_step():
-        nonlocal state_0, state_1
-        state_0.clear_forces()
-        if contacts is not None:
-            model.collide(state_0, contacts)
-        solver.step(state_0, state_1, control, contacts, dt)
-        state_0, state_1 = state_1, state_0
+        state_0, state_1 = model.state(), model.state()
+        control = model.control()
+        contacts = None
+        # solvers with their own contact generation (SolverMuJoCo's default) get contacts=None
+        if solver_cls.capabilities.collision_pipeline and not getattr(solver, "use_mujoco_contacts", False):
+            collide = getattr(model, "collide", None)
+            if collide is not None:
+                with _failure_context("setting up collision detection", source, options, solver=solver_name,
+                                      model=model):  # fmt: skip
+                    contacts = model.contacts()
 
-    # the first step compiles (or loads) the kernels: timed on its own, not counted in steps/s
-    start = time.perf_counter()
-    one_step()
-    wp.synchronize_device(model.device)
+        recorder = _usd_recorder(options, registry, model, 1.0 / (dt * substeps))
+        body_q = np.zeros((frames + 1, model.body_count, 7), dtype=np.float32)
+        body_q[0] = state_0.body_q.numpy() if model.body_count else body_q[0]
+        body_qd0 = state_0.body_qd.numpy() if model.body_count else None
+        energy_start = _energy(model, state_0)
+        if recorder is not None:
+            recorder.record(state_0, 0.0)
+        position = {"frame": 0, "step": 0}
+        phase = {"name": "a solver step"}
+
+        def where():
+            return f"frame {position['frame'] + 1} (step {position['step'] + 1}, t = {position['step'] * dt:.4g} s)"
+
+        def one_step():
+            nonlocal state_0, state_1
+            state_0.clear_forces()
+            if contacts is not None:
+                phase["name"] = "collision detection"
+                model.collide(state_0, contacts)
+            phase["name"] = "a solver step"
+            solver.step(state_0, state_1, control, contacts, dt)
+            state_0, state_1 = state_1, state_0
+            position["step"] += 1
+
+        # the first step compiles (or loads) the kernels: timed on its own, not counted in steps/s
+        start = time.perf_counter()
+        try:
+            one_step()
+            wp.synchronize_device(model.device)
+        except (CliError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            _raise_step_failure(exc, phase["name"], source, options, solver_name, model, where)
+    finally:
+        notice.done()
     first_step = time.perf_counter() - start
+    progress = _Progress(frames, show)
     start = time.perf_counter()
     for frame in range(frames):
-        for k in range(substeps):
-            if frame or k:
-                one_step()
-        if model.body_count:
-            body_q[frame + 1] = state_0.body_q.numpy()  # host copy once per frame, outside step
+        position["frame"] = frame
+        try:
+            for k in range(substeps):
+                if frame or k:
+                    one_step()
+            if model.body_count:
+                body_q[frame + 1] = state_0.body_q.numpy()  # host copy once per frame, outside step
+        except (CliError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            _raise_step_failure(exc, phase["name"], source, options, solver_name, model, where)
         try:  # the non-finite guard's flags: read once per frame (the frame synchronised already)
             solver.check_finite(state_0)
         except FloatingPointError as exc:
             steps_done = frame * substeps + substeps
             _fail(f"{source}: the simulation became non-finite in frame {frame + 1} (by step {steps_done}, "
-                  f"t = {steps_done * dt:.4g} s) with {solver_cls.__name__}: {exc}", exc)  # fmt: skip
+                  f"t = {steps_done * dt:.4g} s) with {solver_name}: {exc}", exc)  # fmt: skip
         pipeline = getattr(model, "_default_collision_pipeline", None) if contacts is not None else None
         if pipeline is not None:  # contact-buffer overflow: warns once (a small read per frame)
             pipeline.check_overflow(contacts)
@@ -333,37 +860,177 @@ def run(options: RunOptions) -> RunSummary:
     energy_end = _energy(model, state_0)
     up = int(model.up_axis)
     min_height = float(body_q[..., up].min()) if model.body_count else float("nan")
+    flagged = plausibility_warnings(model, body_q, energy_start, energy_end, frames * substeps * dt, body_qd0)
 
     if options.out:
         labels = list(getattr(model, "body_label", None) or [f"body_{i}" for i in range(model.body_count)])
-        np.savez(
-            options.out,
-            body_q=body_q,
-            body_names=np.array(labels, dtype=str),
-            time=np.arange(frames + 1) * dt * substeps,
-            dt=dt,
-            substeps=substeps,
-            solver=solver_cls.__name__,
-        )
+        try:
+            np.savez(
+                options.out,
+                body_q=body_q,
+                body_names=np.array(labels, dtype=str),
+                time=np.arange(frames + 1) * dt * substeps,
+                dt=dt,
+                substeps=substeps,
+                solver=solver_name,
+            )
+        except OSError as exc:
+            _fail(f"cannot write --out {options.out!r}: {exc.strerror or exc}", exc)
     if recorder is not None:
         try:
             recorder.close()
         except Exception as exc:  # pxr raises its own error types for unwritable files
             _fail(f"cannot write {options.usd!r}: {str(exc).strip().splitlines()[-1]}", exc)
-    return RunSummary(source, solver_cls.__name__, frames, frames * substeps, dt, wall, first_step,
-                      model.body_count, energy_start, energy_end, min_height, options.out, options.usd)
+    return RunSummary(source, solver_name, frames, frames * substeps, dt, wall, first_step,
+                      model.body_count, energy_start, energy_end, min_height, options.out, options.usd,
+                      substeps=substeps, warnings=flagged)
+
+
+def _raise_step_failure(exc, phase, source, options, solver_name, model, where):
+    with _failure_context(phase, source, options, solver=solver_name, model=model, where=where):
+        raise exc
+
+
+def _usd_recorder_class(registry):
+    try:
+        return registry.importers.api("usd", "RecorderUSD")
+    except (ImportError, AttributeError) as exc:
+        _fail(f"--usd needs the USD plugin: {str(exc).splitlines()[0]} "
+              "(install it with: pip install armillary-importer-usd)", exc)  # fmt: skip
 
 
 def _usd_recorder(options: RunOptions, registry, model, fps: float):
     """The USD recorder for ``--usd`` (loaded from the ``usd`` importer plugin only when asked for)."""
     if options.usd is None:
         return None
-    try:
-        recorder_cls = registry.importers.api("usd", "RecorderUSD")
-    except (ImportError, AttributeError) as exc:
-        _fail(f"--usd needs the USD plugin: {str(exc).splitlines()[0]} "
-              "(install it with: pip install armillary-importer-usd)", exc)  # fmt: skip
+    recorder_cls = _usd_recorder_class(registry)
     try:
         return recorder_cls(model, options.usd, fps=fps)
     except ValueError as exc:
         _fail(f"--usd: {exc}", exc)
+
+
+# ------------------------------------------------------------------ warmup
+@dataclasses.dataclass
+class WarmupReport:
+    """What :func:`warmup` did: module names compiled, found in the cache, failed (name -> error)."""
+
+    compiled: list[str]
+    cached: list[str]
+    failed: dict[str, str]
+    skipped_imports: dict[str, str]
+    seconds: float
+    cache_dir: str
+
+
+def _plugin_packages(registry, plugins=None) -> list[str]:
+    """Top-level import packages of core and of every loaded plugin (only of ``plugins``, entry-point
+    names, when given)."""
+    records = {r.name: r for r in registry.plugins()}
+    if plugins:
+        unknown = [p for p in plugins if p not in records or records[p].status != "loaded"]
+        if unknown:
+            loaded = ", ".join(n for n, r in records.items() if r.status == "loaded")
+            _fail(f"--plugin {', '.join(map(repr, unknown))}: no such loaded plugin; loaded plugins: {loaded}")
+    packages = [] if plugins else ["armillary"]
+    for record in records.values():
+        if plugins and record.name not in plugins:
+            continue
+        if record.status == "loaded" and record.module:
+            top = record.module.split(".")[0]
+            if top not in packages:
+                packages.append(top)
+    return packages
+
+
+def _import_all(packages: list[str]) -> dict[str, str]:
+    """Import every submodule of ``packages`` (tests aside); returns module -> error for those that failed."""
+    import importlib
+    import pkgutil
+
+    failed = {}
+    for name in packages:
+        try:
+            package = importlib.import_module(name)
+        except Exception as exc:
+            failed[name] = f"{type(exc).__name__}: {_first_line(exc)}"
+            continue
+        for info in pkgutil.walk_packages(getattr(package, "__path__", []), name + "."):
+            parts = info.name.split(".")
+            if "tests" in parts or "testing" in parts or parts[-1] == "__main__":
+                continue
+            try:
+                importlib.import_module(info.name)
+            except Exception as exc:  # an optional dependency missing: that module is not warmed
+                failed[info.name] = f"{type(exc).__name__}: {_first_line(exc)}"
+    return failed
+
+
+def kernel_modules(packages: list[str]) -> list:
+    """The Warp modules with kernels defined in the (imported) Python modules of ``packages``."""
+    import warp as wp
+
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in packages:
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, wp.Kernel) and getattr(value, "module", None) is not None:
+                wm = value.module
+                if wm.name.split(".")[0] in packages and wm.kernels:
+                    found.setdefault(wm.name, wm)
+    return [found[n] for n in sorted(found)]
+
+
+def warmup(devices=("cpu",), *, plugins=None, max_workers: int | None = None, log=None) -> WarmupReport:
+    """Compile the kernels of core and of every installed plugin (only of ``plugins``, entry-point names,
+    when given) for ``devices`` into Warp's kernel cache, so that later runs load them instead of compiling
+    (``armillary warmup``). ``log(line)`` gets one line per module (default: nothing)."""
+    import warp as wp
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from .plugins import get_registry
+
+    log = log or (lambda line: None)
+    start = time.perf_counter()
+    init_warp(None if all(str(d).startswith("cpu") for d in devices) else str(devices[0]))
+    for d in devices:
+        _check_device(d)
+    packages = _plugin_packages(get_registry(), plugins)
+    skipped = _import_all(packages)
+    for name, err in skipped.items():
+        log(f"skipped {name} (import failed: {err})")
+    modules = kernel_modules(packages)
+    cache_dir = str(wp.config.kernel_cache_dir)
+    log(f"{len(modules)} kernel modules of {len(packages)} packages for {', '.join(map(str, devices))} "
+        f"(Warp cache: {cache_dir})")
+
+    def entries():
+        try:
+            return set(os.listdir(cache_dir))
+        except OSError:
+            return set()
+
+    def load(module):
+        t = time.perf_counter()
+        before = entries()
+        wp.force_load(device=list(devices), modules=[module], max_workers=0)
+        new = [e for e in entries() - before if e.startswith(f"wp_{module.name}_")]
+        return bool(new), time.perf_counter() - t
+
+    compiled, cached, failed = [], [], {}
+    workers = max_workers or min(os.cpu_count() or 1, 4)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(load, m): m for m in modules}
+        for i, future in enumerate(as_completed(futures), 1):
+            name = futures[future].name
+            try:
+                was_compiled, seconds = future.result()
+            except Exception as exc:
+                failed[name] = f"{type(exc).__name__}: {_first_line(exc)}"
+                log(f"[{i:{len(str(len(modules)))}d}/{len(modules)}] {name}: FAILED: {failed[name]}")
+                continue
+            (compiled if was_compiled else cached).append(name)
+            what = f"compiled in {seconds:.1f} s" if was_compiled else "already in the cache"
+            log(f"[{i:{len(str(len(modules)))}d}/{len(modules)}] {name}: {what}")
+    return WarmupReport(sorted(compiled), sorted(cached), failed, skipped, time.perf_counter() - start, cache_dir)
