@@ -1,6 +1,7 @@
 """Kinematics and joint-space dynamics of the shared robot models against MuJoCo's C engine.
 
-For every ``shared/assets/mjcf/**/<name>.ref.npz`` the compiled MuJoCo model is converted
+For every MJCF model of the corpus (MuJoCo references computed by
+:mod:`armillary.testing.mujoco_refs`) the compiled MuJoCo model is converted
 with :mod:`tests.oracle.mujoco_to_builder` (independent of the MJCF importer), the five
 reference states are set in five worlds at once, and body poses, COM positions, the mass
 matrix (with armature), ``qfrc_bias`` and ``qfrc_gravity`` are compared. MuJoCo's
@@ -11,7 +12,6 @@ last term: MuJoCo's zero-acceleration frame holds the body origin still, ours th
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 import warnings
@@ -27,28 +27,24 @@ from tests.oracle.mujoco_to_builder import builder_from_mjmodel  # noqa: E402
 
 import armillary  # noqa: E402
 from armillary.testing.assets import shared_assets_dir  # noqa: E402
+from armillary.testing.mujoco_refs import mujoco_reference, reference_models  # noqa: E402
 
 POSE_RTOL = 1.0e-5
 """body origins / COMs: max error <= POSE_RTOL * max(1 m, model extent); rotations: angle <= POSE_RTOL rad."""
 DYN_RTOL = 1.0e-4
 """mass matrix, bias and gravity forces: max abs error <= DYN_RTOL * max abs reference entry (float32)."""
 
-ASSETS = os.path.join(str(shared_assets_dir(__file__) or "/nonexistent"), "mjcf")
-REFS = sorted(glob.glob(os.path.join(ASSETS, "**", "*.ref.npz"), recursive=True))
+ASSETS = shared_assets_dir(__file__)
+MODELS = reference_models(ASSETS)
 
 
-def _name(path):
-    return os.path.basename(path)[: -len(".ref.npz")]
-
-
-@pytest.fixture(scope="module", params=REFS, ids=[_name(p) for p in REFS])
+@pytest.fixture(scope="module", params=MODELS)
 def evaluated(request, tmp_path_factory):
-    path = request.param
-    ref = np.load(path)
+    ref = mujoco_reference(request.param, ASSETS)
     cwd = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("mujoco_log"))  # MuJoCo writes compiler warnings to ./MUJOCO_LOG.TXT
     try:
-        mj = mujoco.MjModel.from_xml_path(os.path.join(os.path.dirname(path), str(ref["model_file"])))
+        mj = mujoco.MjModel.from_xml_path(str(ref.xml))
     finally:
         os.chdir(cwd)
     conv = builder_from_mjmodel(mj, armillary)

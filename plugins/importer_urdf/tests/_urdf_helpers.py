@@ -21,13 +21,7 @@ from armillary.testing.assets import shared_assets_dir
 _here = Path(__file__).resolve()
 
 
-def _find_shared() -> Path | None:
-    assets = shared_assets_dir(_here)
-    return assets.parent if assets is not None else None
-
-
-SHARED = _find_shared()
-ASSETS = SHARED / "assets" if SHARED else None
+ASSETS = shared_assets_dir(_here)
 
 
 def urdf_models() -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """SolverFeatherstone against MuJoCo C on every fixed-base model of the shared corpus.
 
-Two checks per model, both from the five reference initial states of ``<model>.ref.npz``:
+Two checks per model, both from the five MuJoCo reference initial states (``armillary.testing.mujoco_refs``):
 
 1. ``test_rollout_matches_mujoco_euler``: MuJoCo steps the same XML with its semi-implicit
    Euler integrator (implicit joint damping, like ours) at the model's own time step; the
@@ -9,7 +9,7 @@ Two checks per model, both from the five reference initial states of ``<model>.r
    actuation, contacts). Then both integrate the same ODE with the same scheme, so the
    trajectories agree to float32 round-off: ``TOL_EARLY`` over the first 50 steps and
    ``TOL_FULL`` over all 200 (errors grow with time on the chaotic four-bar gripper).
-2. ``test_reference_rollout``: the stored ``rollout_nocontact_qpos`` (MuJoCo with the model's
+2. ``test_reference_rollout``: the reference ``rollout_nocontact_qpos`` (MuJoCo with the model's
    own integrator and every non-contact constraint active) for the models whose rollout only
    uses what Featherstone models (no frictionloss, equality constraints or tendon limits:
    cartpole, cheetah, pusher), compared over the samples before MuJoCo's trajectory comes
@@ -22,7 +22,6 @@ Two checks per model, both from the five reference initial states of ``<model>.r
 
 from __future__ import annotations
 
-import glob
 import os
 import warnings
 
@@ -35,6 +34,7 @@ pytest.importorskip("armillary_importer_mjcf")
 
 import armillary  # noqa: E402
 from armillary.testing.assets import shared_assets_dir  # noqa: E402
+from armillary.testing.mujoco_refs import mujoco_reference  # noqa: E402
 
 TOL_EARLY = 1.0e-5  # rad or m, first 50 steps
 TOL_FULL = 5.0e-4  # rad or m, all 200 steps
@@ -46,13 +46,10 @@ ASSETS = shared_assets_dir()
 FIXED_BASE = ["cartpole", "cheetah", "jaco_arm", "manipulator", "pusher", "robotiq_2f140", "shadow_hand", "xarm7"]
 REFERENCE_OK = ["cartpole", "cheetah", "pusher"]
 
-pytestmark = pytest.mark.skipif(ASSETS is None, reason="shared asset corpus (../shared/assets) not available")
-
 
 def _reference(name):
-    path = glob.glob(os.path.join(str(ASSETS), "mjcf", name, "**", "*.ref.npz"), recursive=True)[0]
-    ref = np.load(path)
-    return ref, os.path.join(os.path.dirname(path), str(ref["model_file"]))
+    ref = mujoco_reference(name, ASSETS)
+    return ref, str(ref.xml)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """SolverMuJoCo on every MJCF model of the shared corpus: import with our importer, convert, step,
 and compare with the reference rollouts MuJoCo computed from the original XML
-(``<model>.ref.npz``, see shared/assets/REFERENCE.md; actuation disabled there and here).
+(``armillary.testing.mujoco_refs``, computed at test time; actuation disabled there and here).
 
 Tolerance: ``TOL`` = 1e-5 (rad, m; quaternions as ``1 - |q . q_ref|``) over all 200 steps, with
 and without contacts, for every model but one. Our model stores its parameters in float32; the
@@ -26,8 +26,6 @@ Its bound is ``FLOAT32_FACTOR`` x that quaternion baseline, measured in the test
 
 from __future__ import annotations
 
-import glob
-import os
 import warnings
 
 import numpy as np
@@ -38,6 +36,7 @@ pytest.importorskip("armillary_importer_mjcf")
 
 import armillary  # noqa: E402
 from armillary.testing.assets import shared_assets_dir  # noqa: E402
+from armillary.testing.mujoco_refs import mujoco_reference  # noqa: E402
 
 TOL = 1.0e-5
 FLOAT32_FACTOR = 3.0
@@ -46,13 +45,10 @@ ASSETS = shared_assets_dir()
 CONVERTED = ["ant", "cartpole", "cheetah", "humanoid", "jaco_arm", "manipulator", "pusher", "quadruped",
              "robotiq_2f140", "shadow_hand", "xarm7"]
 
-pytestmark = pytest.mark.skipif(ASSETS is None, reason="shared asset corpus (../shared/assets) not available")
-
 
 def reference(name):
-    path = glob.glob(os.path.join(str(ASSETS), "mjcf", name, "**", "*.ref.npz"), recursive=True)[0]
-    ref = np.load(path)
-    return ref, os.path.join(os.path.dirname(path), str(ref["model_file"]))
+    ref = mujoco_reference(name, ASSETS)
+    return ref, str(ref.xml)
 
 
 def imported_solver(name, **kw):

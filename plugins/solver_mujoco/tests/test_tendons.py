@@ -1,11 +1,9 @@
 """MJCF tendons (``mujoco:tendon*`` rows) and equality solver parameters through :class:`SolverMuJoCo`:
 the compiled MuJoCo model matches MuJoCo's own compilation of the XML, and rollouts reproduce the
-stored MuJoCo reference rollouts (``<model>.ref.npz``, see shared/assets/REFERENCE.md)."""
+MuJoCo reference rollouts (computed by ``armillary.testing.mujoco_refs``, fields in its docstring)."""
 
 from __future__ import annotations
 
-import glob
-import os
 import warnings
 
 import numpy as np
@@ -15,6 +13,7 @@ mujoco = pytest.importorskip("mujoco")
 
 import armillary  # noqa: E402
 from armillary.testing.assets import shared_assets_dir  # noqa: E402
+from armillary.testing.mujoco_refs import mujoco_reference  # noqa: E402
 from armillary_solver_mujoco.solver import SolverMuJoCo  # noqa: E402
 
 ASSETS = shared_assets_dir(__file__)
@@ -25,13 +24,8 @@ MODELS = ("manipulator", "quadruped", "robotiq_2f140", "shadow_hand")
 
 
 def _ref(name):
-    if ASSETS is None:
-        pytest.skip("shared assets not found")
-    found = glob.glob(os.path.join(str(ASSETS), "mjcf", name, "**", "*.ref.npz"), recursive=True)
-    if not found:
-        pytest.skip(f"{name}: no reference data")
-    ref = np.load(found[0])
-    return ref, os.path.join(os.path.dirname(found[0]), str(ref["model_file"]))
+    ref = mujoco_reference(name, ASSETS)
+    return ref, str(ref.xml)
 
 
 def _convert(xml):
