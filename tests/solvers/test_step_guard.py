@@ -206,3 +206,34 @@ def test_armillary_run_stops_with_the_frame_on_nan(registry):
     registry.register(ns, name="nan_test")
     with pytest.raises(CliError, match=r"non-finite in frame 4 \(by step 8, t = 0.08 s\) with SolverPoison: .*body 1 \('ball_1'\)"):
         run(RunOptions(scene="three_balls", solver="SolverPoison", out=None, progress=False))
+
+
+def test_collide_and_step_do_not_recheck_a_reused_contacts_buffer():
+    """Steady stepping checks each object once: collide's own bookkeeping on the buffer must not
+    count as an attribute assignment."""
+    import armillary.solvers.step_guard as sg
+
+    b = newton.ModelBuilder()
+    b.add_ground_plane()
+    body = b.add_body(mass=1.0)
+    b.add_shape_sphere(body, radius=0.1)
+    model = b.finalize(device="cpu")
+
+    class SolverWithContacts(SolverDrift):
+        capabilities = SolverCapabilities(coordinates="maximal", joint_types={"FREE"}, collision_pipeline=True,
+                                          features={"rigid_contacts"})  # fmt: skip
+
+    solver = SolverWithContacts(model)
+    s0, s1, contacts = model.state(), model.state(), model.contacts()
+    model.collide(s0, contacts)
+    solver.step(s0, s1, None, contacts, 0.01)
+    calls = []
+    original = sg.check_contacts
+    try:
+        sg.check_contacts = lambda *a: (calls.append(1), original(*a))[1]
+        for _ in range(3):
+            model.collide(s0, contacts)
+            solver.step(s0, s1, None, contacts, 0.01)
+    finally:
+        sg.check_contacts = original
+    assert calls == []

@@ -642,8 +642,10 @@ class CollisionPipeline:
                                                        contacts.rigid_contact_stiffness, dev)  # fmt: skip
         if self._matcher is not None:
             self._matcher.run(model, contacts, body_q)
-        contacts._contact_matching_mode = self.contact_matching
-        contacts.__dict__["shape_count"] = n  # filled for this model (not an assignment: stays checked)
+        # bookkeeping written through __dict__: an attribute assignment would make the next step
+        # re-check the whole buffer (CheckedAttributes)
+        contacts.__dict__["_contact_matching_mode"] = self.contact_matching
+        contacts.__dict__["shape_count"] = n  # filled for this model
         if self.requires_grad and contacts._rigid_contact_diff_distance is not None and contacts.rigid_contact_max:
             # deprecated outputs, recorded on the tape (see eval_rigid_contact_kinematics)
             wp.launch(contact_kinematics_kernel, dim=contacts.rigid_contact_max,
