@@ -26,6 +26,7 @@ from armillary.sim.enums import BodyFlags, JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import ENDPOINT_BODY, ENDPOINT_PARTICLE, coupling_hook
 from armillary.solvers.observables import begin_step
+from armillary.solvers.step_guard import NonFiniteStateError
 
 from . import kernels
 from .model_view import ModelView
@@ -122,6 +123,22 @@ class SolverCoupled(SolverBase):
     ``state_out``: rows no entry owns keep their ``state_in`` values, owned body, particle,
     joint-coordinate and joint-DOF rows come from their owner's output. Maximal-coordinate
     solvers do not update ``joint_q``: rows of their joints keep the input (call ``eval_ik``).
+
+    Step checks (:mod:`armillary.solvers.step_guard`): the coupled step checks ``dt`` and the
+    caller's arrays against the shared model before anything runs, and its one non-finite guard
+    launch covers the reconciled ``state_out`` (and the force inputs); the entry solvers' own
+    per-step guard launches are switched off (``finite_guard = False``: they would check the same
+    rows again, once per substep and iteration). :meth:`check_finite` names the coupled step, the
+    first offending body / particle / joint coordinate / DOF and the entry that owns it (and reads
+    the flags that entry solvers with ``fuses_finite_guard`` write in their own kernels).
+    ``debug = True`` first checks the step's inputs (NaN or infinity in ``state_in`` or a force
+    input raises before any entry runs, naming the row's owner), and is passed on to every entry
+    solver with its guard switched back on, so the first substep that produces NaN or infinity
+    raises. An error an entry solver raises inside a coupled step is re-raised naming the entry
+    (index, name, solver), the coupled step, the ADMM iteration or proxy pass and the substep.
+    A coupled solver's :class:`~armillary.solvers.step_guard.NonFiniteStateError` carries
+    ``entry_index``, ``entry_name`` and ``entry_solver``: the entry whose substep raised, else
+    the owner of the offending row (``None`` for rows no entry owns).
 
     Args:
         model: the shared model.
@@ -425,6 +442,7 @@ class SolverCoupled(SolverBase):
                 raise ValueError(f"{type(self).__name__}: entry {cfg.name!r}: the factory must build the solver on "
                                  "the ModelView it receives (solver(view)), not on another model")  # fmt: skip
             entry.solver = solver
+            self._configure_entry_checks(entry)
             self._install_ownership_masks(entry, body_active, particle_active)
             self._build_rows(entry)
             self._entries.append(entry)
@@ -689,8 +707,11 @@ class SolverCoupled(SolverBase):
         local_control = self._copy_control(entry, control)
         h = float(dt) / entry.substeps
         s_in, s_out = entry.state_0, entry.state_1
-        for _ in range(entry.substeps):
-            entry.solver.step(s_in, s_out, local_control, local_contacts, h)
+        for k in range(entry.substeps):
+            try:
+                entry.solver.step(s_in, s_out, local_control, local_contacts, h)
+            except (ValueError, TypeError, FloatingPointError) as exc:
+                raise self._entry_step_error(entry, exc, k) from exc
             s_in, s_out = s_out, s_in
         entry.state_out = s_in
         return local_contacts
@@ -711,12 +732,155 @@ class SolverCoupled(SolverBase):
         ``state_in`` is left untouched (``state_in is state_out`` is allowed). ``observables``: a
         container from :meth:`observables` (``body_qdd`` of the reconciled state).
         """
-        if not float(dt) > 0.0:
-            raise ValueError(f"{type(self).__name__}.step: dt must be > 0, got {dt!r}")
+        if self.debug:
+            self._check_inputs_finite(state_in, control)
         observed = begin_step(self, observables, state_in, state_out, contacts)
+        self._step_phase = ""
         self._step_coupled(state_in, state_out, control, contacts, float(dt))
+        self._step_phase = ""
         if observed is not None:
             observed.finish(state_out, float(dt))
+
+    # ------------------------------------------------------------------ step checks
+    _step_phase = ""
+    """Where a derived coupler is within a step (``"ADMM iteration 2 of 4"``), for error messages."""
+
+    @property
+    def debug(self) -> bool:
+        """Debug mode (:attr:`SolverBase.debug`): every coupled step ends with :meth:`check_finite`.
+        Setting it sets every entry solver's ``debug`` and switches its own per-step guard on
+        (``True``) or off (``False``), so the first substep that produces NaN or infinity raises,
+        naming the entry."""
+        return self.__dict__.get("_debug", False)
+
+    @debug.setter
+    def debug(self, value) -> None:
+        self.__dict__["_debug"] = bool(value)
+        for entry in self.__dict__.get("_entries", ()):
+            self._configure_entry_checks(entry)
+
+    def _configure_entry_checks(self, entry: SolverEntry) -> None:
+        """Entry solvers run their own non-finite guard and debug check only in debug mode (the
+        coupled step's guard covers their owned rows of ``state_out`` otherwise)."""
+        s, on = entry.solver, self.debug
+        s.debug = on
+        s.finite_guard = on
+        s.reset_nonfinite()
+
+    def _entry_label(self, entry: SolverEntry) -> str:
+        return f"entry {entry.index} {entry.name!r} ({type(entry.solver).__name__})"
+
+    def _entry_step_error(self, entry: SolverEntry, exc: Exception, substep: int) -> Exception:
+        """``exc`` raised by ``entry``'s solver, re-made to name the entry, the coupled step and
+        the substep (``exc`` itself, with a note, when its type cannot be re-made)."""
+        where = f"{type(self).__name__}: {self._entry_label(entry)}, coupled step {self.step_count + 1}"
+        if self._step_phase:
+            where += f", {self._step_phase}"
+        if entry.substeps > 1:
+            where += f", substep {substep + 1} of {entry.substeps}"
+        if isinstance(exc, NonFiniteStateError):
+            owner, owner_text = self._owner_of(exc.kind, exc.index)
+            note = "" if owner is entry else f" ({exc.kind} {exc.index} is {owner_text})"
+            return self._nonfinite_error(f"{where}: {exc}{note}", exc.kind, exc.index, self.step_count + 1, entry)
+        try:
+            return type(exc)(f"{where}: {exc}")
+        except Exception:  # noqa: BLE001 - an exception type with another constructor: keep it
+            if hasattr(exc, "add_note"):
+                exc.add_note(where)
+            return exc
+
+    def _nonfinite_error(self, message: str, kind: str, index: int, step, entry) -> NonFiniteStateError:
+        err = NonFiniteStateError(message, solver=type(self).__name__, kind=kind, index=index, step=step)
+        err.entry_index = None if entry is None else entry.index
+        err.entry_name = None if entry is None else entry.name
+        err.entry_solver = None if entry is None else type(entry.solver).__name__
+        return err
+
+    def _owner_of(self, kind: str, index: int) -> tuple[SolverEntry | None, str]:
+        """The entry owning entity ``index`` of ``kind`` (a ``step_guard.SLOT_NAMES`` entry) and a
+        phrase saying so (``"owned by entry 1 'cloth' (SolverXPBD)"``)."""
+        owner = -1
+        if kind.startswith("body") or kind.startswith("state_in.body_f"):
+            if 0 <= index < len(self.body_owner):
+                owner = int(self.body_owner[index])
+        elif kind.startswith("particle") or kind.startswith("state_in.particle_f"):
+            if 0 <= index < len(self.particle_owner):
+                owner = int(self.particle_owner[index])
+        elif kind.startswith("joint") or kind.startswith("control.joint_f"):
+            starts = _np(self.model.joint_q_start if kind == "joint coordinate" else self.model.joint_qd_start)
+            joint = int(np.searchsorted(starts, index, side="right") - 1)
+            if 0 <= joint < len(self.joint_owner):
+                owner = int(self.joint_owner[joint])
+                if owner < 0:
+                    return None, (f"a row of joint {joint}, which no entry owns (a joint between entries or of no "
+                                  f"entry's bodies: the coupled step keeps its input value)")  # fmt: skip
+        if owner < 0:
+            return None, "owned by no entry (the coupled step keeps its input value)"
+        entry = self._entries[owner]
+        return entry, f"owned by {self._entry_label(entry)}"
+
+    def _check_inputs_finite(self, state_in, control) -> None:
+        """Debug mode, before the entries run: raise for flags left by earlier steps, then for NaN or
+        infinity in ``state_in`` or the force inputs, naming the row's owner (an entry solver would
+        otherwise report a row of another entry that it merely carries as a kinematic copy)."""
+        self.check_finite(state_in)
+        guard = self.__dict__["_step_guard"]
+        guard.launch_guard(state_in, state_in, control)
+        found = guard.first_nonfinite()
+        if found is None:
+            return
+        guard.reset()
+        kind, index = found
+        owner, owner_text = self._owner_of(kind, index)
+        text = str(guard.error(kind, index, state_in, None)).partition(": ")[2]
+        text = text.replace("non-finite state: first ", "non-finite input: first state_in ", 1)
+        head, sep, tail = text.partition("; check dt")
+        msg = (f"{type(self).__name__}: coupled step {self.step_count + 1}: {head}; {kind} {index} is {owner_text}"
+               f"{sep}{tail}")  # fmt: skip
+        raise self._nonfinite_error(msg, kind, index, self.step_count + 1, owner)
+
+    def check_finite(self, state=None) -> None:
+        """Raise :class:`~armillary.solvers.step_guard.NonFiniteStateError` when a coupled step since
+        the last check produced NaN or infinity in ``state_out`` (or read it in a force input),
+        naming the coupled step count, the first offending body / particle / joint coordinate / DOF
+        (label and, given ``state``, value) and the entry that owns it (``entry_index``,
+        ``entry_name``, ``entry_solver`` on the exception). Entry solvers that write their own flags
+        (``fuses_finite_guard``, or ``finite_guard`` switched on) are read too: NaN in rows the
+        coupled output does not show (proxies) names that entry. Every flag is reset either way
+        (a host sync)."""
+        guard = self.__dict__.get("_step_guard") or self._make_step_guard()
+        found, culprit = guard.first_nonfinite(), None
+        if found is None:
+            for entry in self._entries:
+                s = entry.solver
+                sub = s.__dict__.get("_step_guard")
+                if sub is not None and (s.finite_guard or s.fuses_finite_guard):
+                    found = sub.first_nonfinite()
+                    if found is not None:
+                        culprit = entry
+                        break
+        self.reset_nonfinite()
+        if found is None:
+            return
+        kind, index = found
+        if culprit is None:
+            err = guard.error(kind, index, state, self.step_count)
+            owner, owner_text = self._owner_of(kind, index)
+            head, sep, tail = str(err).partition("; check dt")
+            msg = f"{head}; {kind} {index} is {owner_text}{sep}{tail}"
+            raise self._nonfinite_error(msg, kind, index, self.step_count, owner)
+        sub_err = culprit.solver.__dict__["_step_guard"].error(kind, index, None, culprit.solver.step_count)
+        raise self._nonfinite_error(f"{type(self).__name__}: {self._entry_label(culprit)}, detected after coupled "
+                                    f"step {self.step_count} in rows the coupled output does not hold: {sub_err}",
+                                    kind, index, self.step_count, culprit)  # fmt: skip
+
+    def reset_nonfinite(self) -> None:
+        """Clear :attr:`nonfinite_flags` and the entry solvers' flags (no sync)."""
+        super().reset_nonfinite()
+        for entry in self.__dict__.get("_entries", ()):
+            sub = entry.solver.__dict__.get("_step_guard")
+            if sub is not None:
+                sub.reset()
 
     # ------------------------------------------------------------------ model changes and reset
     def notify_model_changed(self, flags) -> None:

@@ -737,6 +737,7 @@ class SolverCoupledADMM(SolverCoupled):
         self._splat(state_in)
         n_it = int(self.coupling.iterations)
         for k in range(n_it):
+            self._step_phase = f"ADMM iteration {k + 1} of {n_it}"
             for entry in self._entries:
                 self._restart_entry(entry, state_in, k, dt)
             for entry in self._entries:

@@ -1025,6 +1025,7 @@ class SolverCoupledProxy(SolverCoupled):
                 self._step_entry(entry, control, contacts, dt)
         for k in range(it):
             for g in self._groups:
+                self._step_phase = f"proxy pass {k + 1} of {it} ({g.source.name!r} -> {g.destination.name!r})"
                 self._proxy_pass(g, state_in, control, contacts, dt, k)
         self._launch(_sqrt_kernel, it, (diag.proxy_feedback_change,))
         self._launch(_sqrt_kernel, it, (diag.proxy_feedback_norm,))
