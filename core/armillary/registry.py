@@ -184,10 +184,23 @@ class _Registry:
         broken = [p for p in self._owner.plugins() if p.status == "failed"]
         if broken:
             msg += "; plugins that failed to load: " + ", ".join(f"{p.label} ({p.error})" for p in broken)
+        msg += unloaded_note(self._owner)
         err = AttributeError(msg)
         if len(broken) == 1:
             err.__cause__ = broken[0].error
         return err
+
+
+def unloaded_note(owner) -> str:
+    """``"; ..."`` naming the installed plugins not loaded because their core version range excludes
+    this core (any of them may provide the missing name), with why and how to fix it; ``""`` if none."""
+    incompatible = [p for p in owner.plugins() if p.status == "incompatible"]
+    if not incompatible:
+        return ""
+    return (
+        "; installed but not loaded (INCOMPATIBLE with this core, so what they provide is unknown): "
+        + "; ".join(str(p.error) if p.error is not None else p.label for p in incompatible)
+    )
 
 
 class SolverRegistry(_Registry):

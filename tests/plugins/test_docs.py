@@ -39,7 +39,51 @@ def test_readme_feature_table_is_generated_from_declarations():
     block = docsgen.readme_feature_block(readme)
     assert block is not None, "README lacks the generated feature table markers"
     with isolated_registry(autoload=True):
-        assert block == docsgen.feature_table_markdown(), "README feature table is stale: run `armillary features`"
+        assert block == docsgen.feature_table_markdown(docsgen.repository_distributions(ROOT)), (
+            "README feature table is stale: run `armillary features --markdown` (without third-party plugins)"
+        )
+
+
+class _ThirdPartyPlugin:
+    """A solver plugin from outside this repository, registered at run time."""
+
+    @staticmethod
+    def solver_class():
+        from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+
+        class SolverThirdParty(SolverBase):
+            capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, joint_types={"FREE"},
+                                              features={"rigid_bodies"})  # fmt: skip
+
+            def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+                pass
+
+        return SolverThirdParty
+
+    @hookspecs.hookimpl
+    def armillary_register_solvers(self, registry):
+        registry.add("SolverThirdParty", self.solver_class(), summary="a third-party solver installed next to ours")
+
+
+def test_repository_distributions_are_read_from_the_checkout():
+    names = docsgen.repository_distributions(ROOT)
+    assert {"armillary", "armillary-solver-xpbd", "armillary-example-symplectic"} <= names
+    assert docsgen.repository_distributions(ROOT / "docs") is None  # not a checkout
+
+
+def test_doc_comparisons_ignore_a_third_party_plugin(tmp_path):
+    """With a third-party solver installed, the generated pages and the README table still compare
+    equal: core's doc tests look at this repository's distributions only."""
+    readme_block = docsgen.readme_feature_block((ROOT / "README.md").read_text())
+    with isolated_registry(autoload=True) as registry:
+        registry.register(_ThirdPartyPlugin(), name="third_party", distribution="third-party-solver", version="1.0")
+        assert "SolverThirdParty" in registry.solvers.names()
+        assert "`SolverThirdParty`" in docsgen.feature_table_markdown()  # unrestricted: every installed solver
+        assert docsgen.feature_table_markdown(docsgen.repository_distributions(ROOT)) == readme_block
+        assert docsgen.write_docs(ROOT / "docs", check=True) == []
+        # written into a folder that is not in a checkout, the pages list every installed solver
+        docsgen.write_docs(tmp_path, check=False)
+        assert "`SolverThirdParty`" in (tmp_path / "features.md").read_text()
 
 
 def _documented(cls, name: str) -> bool:

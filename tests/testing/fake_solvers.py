@@ -9,6 +9,9 @@
   check runs;
 * :class:`FakeStaleBodyQdd` declares the ``body_qdd`` observable but never
   writes it; :class:`FakeLegacyStep` has a ``step`` without ``observables=``;
+* :class:`FakeClaimsEverything` declares every feature and joint type but integrates every body
+  as a free body and every particle as a free particle (joints, contacts, springs, cloth and soft
+  bodies ignored): the kit's feature checks must fail it;
 * :class:`FakeSilentReset` replaces non-finite input by the model's initial state without a word
   (MuJoCo C's reaction to a bad state), :class:`FakeCrashesOnHugeDt` kills its process on an absurd
   time step: the fault harness must catch both.
@@ -22,7 +25,7 @@ import signal
 import numpy as np
 
 from armillary.sim.enums import JointType
-from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+from armillary.solvers import FEATURES, Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.observables import begin_step
 
 
@@ -261,3 +264,14 @@ class FakeCrashesOnHugeDt(FakeEuler):
         if dt > 1.0:
             os.kill(os.getpid(), signal.SIGSEGV)
         super().step(state_in, state_out, control, contacts, dt, observables=observables)
+
+
+class FakeClaimsEverything(FakeEuler):
+    """Broken: declares every feature and joint type, implements only free bodies and particles."""
+
+    capabilities = SolverCapabilities(
+        coordinates=Coordinates.MAXIMAL,
+        joint_types=frozenset(JointType),
+        features=frozenset(FEATURES),
+        deterministic=True,
+    )

