@@ -20,6 +20,6 @@ class TestConformance(armillary.testing.SolverConformance):
 
     # Known defect, kept visible (strict): a particle dropped on a fixed particle passes through it
     # (particle-shape contacts work: the ground check passes).
-    test_particle_particle_contacts = pytest.mark.xfail(
-        strict=True, reason="SolverVBD does not resolve particle-particle contacts yet"
-    )(armillary.testing.SolverConformance.test_particle_particle_contacts)
+    @pytest.mark.xfail(strict=True, reason="SolverVBD does not resolve particle-particle contacts yet")
+    def test_particle_particle_contacts(self):  # a new function: marking the kit's own would mark it for every solver
+        super().test_particle_particle_contacts()
