@@ -36,6 +36,13 @@ class SolverDrift(SolverBase):
         state_out.body_qd.assign(state_in.body_qd)
 
 
+class SolverWithContacts(SolverDrift):
+    """SolverDrift taking the core collision pipeline's contacts (which it ignores)."""
+
+    capabilities = SolverCapabilities(coordinates="maximal", joint_types={"FREE"}, collision_pipeline=True,
+                                      features={"rigid_contacts"})  # fmt: skip
+
+
 def _model(n=3):
     b = newton.ModelBuilder()
     for i in range(n):
@@ -150,10 +157,6 @@ def test_contacts_of_another_model_are_rejected():
         bb.add_shape_sphere(body, radius=0.1)
     big = bb.finalize(device="cpu")
 
-    class SolverWithContacts(SolverDrift):
-        capabilities = SolverCapabilities(coordinates="maximal", joint_types={"FREE"}, collision_pipeline=True,
-                                          features={"rigid_contacts"})  # fmt: skip
-
     solver = SolverWithContacts(small)
     foreign = big.contacts()
     big.collide(big.state(), foreign)
@@ -218,10 +221,6 @@ def test_collide_and_step_do_not_recheck_a_reused_contacts_buffer():
     body = b.add_body(mass=1.0)
     b.add_shape_sphere(body, radius=0.1)
     model = b.finalize(device="cpu")
-
-    class SolverWithContacts(SolverDrift):
-        capabilities = SolverCapabilities(coordinates="maximal", joint_types={"FREE"}, collision_pipeline=True,
-                                          features={"rigid_contacts"})  # fmt: skip
 
     solver = SolverWithContacts(model)
     s0, s1, contacts = model.state(), model.state(), model.contacts()
