@@ -8,10 +8,14 @@ from xml.parsers import expat
 
 
 class MJCFImportError(ValueError):
-    """Invalid MJCF input. The message names the file, the line (when known) and the element."""
+    """Invalid MJCF input. The message names the file, the line (when known) and the element.
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, element: str | None = None):
-        self.file, self.line, self.element = file, line, element
+    ``origin`` is ``(file, line, element)`` of the ``<default>`` entry the offending value came from
+    (None when the element itself gave it); the message names it too."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, element: str | None = None,
+                 origin: tuple | None = None):  # fmt: skip
+        self.file, self.line, self.element, self.origin = file, line, element, origin
         where = []
         if file:
             where.append(str(file))
@@ -40,10 +44,17 @@ class Loc:
     def of(self, el) -> tuple[str | None, int | None]:
         return self._where.get(id(el), (None, None))
 
-    def error(self, el, message: str, cls=MJCFImportError) -> MJCFImportError:
+    def error(self, el, message: str, cls=MJCFImportError, origin=None, origin_class=None) -> MJCFImportError:
+        """The exception for ``el``; ``origin``: the child of ``<default class=origin_class>`` the bad value came from."""
         f, ln = self.of(el) if el is not None else (None, None)
         tag = el.tag if el is not None and isinstance(el.tag, str) else None
-        return cls(message, file=f, line=ln, element=tag)
+        where = None
+        if origin is not None:
+            of, oln = self.of(origin)
+            where = (of, oln, origin.tag)
+            cls_txt = f" class={origin_class!r}" if origin_class else ""
+            message += f" (value set by <default{cls_txt}> <{origin.tag}> at {of}:line {oln})"
+        return cls(message, file=f, line=ln, element=tag, origin=where)
 
 
 def parse_xml(data: bytes | str, file: str, loc: Loc):

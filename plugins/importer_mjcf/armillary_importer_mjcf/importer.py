@@ -25,6 +25,8 @@ import numpy as np
 import warp as wp
 
 from ._math import QI, Tf, axis_angle, mat2q, qmat, qmul, qnorm, quat_z_to, qrot
+from ._refs import check_custom_and_visual, check_references, check_user_counts, collect_names
+from ._schema import validate as validate_schema
 from ._xml import Loc, MJCFFileNotFoundError, MJCFImportError, expand_includes, parse_xml, read_file
 
 __all__ = ["add_mjcf", "MJCFImportError", "MJCFFileNotFoundError", "MJCFImportWarning", "mujoco_qpos_to_joint_q"]
@@ -34,7 +36,8 @@ class MJCFImportWarning(UserWarning):
     """An MJCF element or value the importer cannot represent (one warning per element kind)."""
 
 
-_ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion", "dcmotor")
+_ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion", "dcmotor",
+                  "orientation", "pid")  # fmt: skip
 _DEFAULT_BUCKET = {t: "actuator" for t in _ACTUATOR_TAGS}
 _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _SITE_TYPES = ("sphere", "capsule", "ellipsoid", "cylinder", "box")
@@ -61,6 +64,37 @@ def _truthy(v: str | None, default: bool, loc: Loc, el, name: str) -> bool:
     if s in ("false", "0"):
         return False
     raise loc.error(el, f"attribute {name}={v!r} must be 'true' or 'false'")
+
+
+def _custom_mjcf_names(builder) -> dict[str, set]:
+    """tag -> MJCF attribute names that registered custom attributes read (accepted beyond MuJoCo's schema).
+
+    The ``mujoco`` namespace is left out: its attributes mirror MuJoCo's own, which the schema lists."""
+    from armillary.sim.custom_attributes import AttributeFrequency as F
+
+    tags = {F.BODY: ("body",), F.SHAPE: ("geom", "site"), F.JOINT: ("joint",), F.JOINT_DOF: ("joint",),
+            F.JOINT_COORD: ("joint",), F.ONCE: ("option",)}  # fmt: skip
+    out: dict[str, set] = {}
+    for attr in getattr(builder, "custom_attributes", {}).values():
+        if attr.is_custom_frequency or attr.namespace == "mujoco" or attr.frequency not in tags:
+            continue
+        name = attr.mjcf_attribute_name
+        if name and name.startswith("flag/"):
+            out.setdefault("flag", set()).add(name[5:])
+        elif name:
+            for t in tags[attr.frequency]:
+                out.setdefault(t, set()).add(name)
+    return out
+
+
+class _Attrs(dict):
+    """Attribute values; ``origin[key] = (element, class)`` for values a ``<default>`` class set."""
+
+    __slots__ = ("origin",)
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.origin: dict = {}
 
 
 class _Compiler:
@@ -118,6 +152,7 @@ class _Parser:
         self.sites_by_name: dict[str, tuple] = {}
         self.named_joints: set[str] = set()  # joint names given in the file (generated ones are not MuJoCo names)
         self.all_bodies: list[_Body] = []
+        self.cur = None  # the element being processed (named by unexpected errors)
         self._load(source)
 
     # ------------------------------------------------------------------ diagnostics
@@ -157,10 +192,18 @@ class _Parser:
         if root.tag != "mujoco":
             raise self.err(root, f"the root element must be <mujoco>, got <{root.tag}>")
         expand_includes(root, self.file, self.loc, self.main_dir, resolver)
+        validate_schema(root, self.loc, _custom_mjcf_names(self.builder))
         self.root = root
         self.model_name = root.get("model", "")
 
     # ------------------------------------------------------------------ numbers
+    def attr_err(self, el, attrs, key, message: str):
+        """The error for attribute ``key`` of ``el``; names the ``<default>`` entry that set it, if any."""
+        origin = getattr(attrs, "origin", {}).get(key) if attrs is not None else None
+        if origin is not None:
+            return self.loc.error(el, message, origin=origin[0], origin_class=origin[1])
+        return self.loc.error(el, message)
+
     def floats(self, el, attrs, key, n=None, default=None, allow_inf=False, nmin=None):
         raw = attrs.get(key) if attrs is not None else el.get(key)
         if raw is None:
@@ -168,13 +211,13 @@ class _Parser:
         try:
             vals = np.array([float(x) for x in raw.replace(",", " ").split()], dtype=np.float64)
         except ValueError:
-            raise self.err(el, f"attribute {key}={raw!r} must be a list of numbers") from None
+            raise self.attr_err(el, attrs, key, f"attribute {key}={raw!r} must be a list of numbers") from None
         if n is not None:
             lo = n if nmin is None else nmin
             if not lo <= len(vals) <= n:
-                raise self.err(el, f"attribute {key}={raw!r} needs {n} numbers, got {len(vals)}")
+                raise self.attr_err(el, attrs, key, f"attribute {key}={raw!r} needs {n} numbers, got {len(vals)}")
         if np.any(np.isnan(vals)) or (not allow_inf and not np.all(np.isfinite(vals))):
-            raise self.err(el, f"attribute {key}={raw!r} contains a non-finite value")
+            raise self.attr_err(el, attrs, key, f"attribute {key}={raw!r} contains a non-finite value")
         return vals
 
     def scalar(self, el, attrs, key, default, allow_inf=False, minimum=None):
@@ -183,27 +226,37 @@ class _Parser:
             return default
         x = float(v[0])
         if minimum is not None and x < minimum:
-            raise self.err(el, f"attribute {key}={x} must be >= {minimum}")
+            raise self.attr_err(el, attrs, key, f"attribute {key}={x} must be >= {minimum}")
         return x
+
+    def integer(self, el, attrs, key, default: int) -> int:
+        """An integer attribute (the schema pass has checked its format and 32-bit range)."""
+        raw = attrs.get(key) if attrs is not None else el.get(key)
+        if raw is None or not raw.strip():
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise self.attr_err(el, attrs, key, f"attribute {key}={raw!r} must be an integer") from None
 
     def orientation(self, el, attrs) -> np.ndarray:
         own = [k for k in _ORIENT_KEYS if k in el.attrib]
         keys = own if own else [k for k in _ORIENT_KEYS if k in attrs]
         src = el.attrib if own else attrs
         if len(keys) > 1:
-            raise self.err(el, f"orientation specified more than once ({', '.join(keys)})")
+            raise self.attr_err(el, src, keys[-1], f"orientation specified more than once ({', '.join(keys)})")
         if not keys:
             return QI.copy()
         k = keys[0]
         if k == "quat":
             q = self.floats(el, src, "quat", 4)
             if np.linalg.norm(q) < _MINVAL:
-                raise self.err(el, "quat has zero norm")
+                raise self.attr_err(el, src, k, "quat has zero norm")
             return qnorm(q)
         if k == "axisangle":
             v = self.floats(el, src, "axisangle", 4)
             if np.linalg.norm(v[:3]) < _MINVAL:
-                raise self.err(el, "axisangle axis has zero norm")
+                raise self.attr_err(el, src, k, "axisangle axis has zero norm")
             return axis_angle(v[:3], v[3] * self.c.angle)
         if k == "euler":
             v = self.floats(el, src, "euler", 3) * self.c.angle
@@ -217,16 +270,16 @@ class _Parser:
             v = self.floats(el, src, "xyaxes", 6)
             x = v[:3]
             if np.linalg.norm(x) < _MINVAL:
-                raise self.err(el, "xyaxes x axis has zero norm")
+                raise self.attr_err(el, src, k, "xyaxes x axis has zero norm")
             x = x / np.linalg.norm(x)
             y = v[3:] - np.dot(v[3:], x) * x
             if np.linalg.norm(y) < _MINVAL:
-                raise self.err(el, "xyaxes y axis is parallel to x")
+                raise self.attr_err(el, src, k, "xyaxes y axis is parallel to x")
             y = y / np.linalg.norm(y)
             return mat2q(np.column_stack([x, y, np.cross(x, y)]))
         v = self.floats(el, src, "zaxis", 3)
         if np.linalg.norm(v) < _MINVAL:
-            raise self.err(el, "zaxis has zero norm")
+            raise self.attr_err(el, src, k, "zaxis has zero norm")
         return quat_z_to(v)
 
     def pose(self, el, attrs) -> Tf:
@@ -235,9 +288,11 @@ class _Parser:
     # ------------------------------------------------------------------ defaults
     def resolve(self, el, tag: str, cls: str) -> dict:
         """``el``'s attributes over its default class chain; a partially given vector attribute
-        (``_PARTIAL_VECTORS``) keeps the trailing numbers of the value it overrides, as in MuJoCo."""
-        out: dict = {}
+        (``_PARTIAL_VECTORS``) keeps the trailing numbers of the value it overrides, as in MuJoCo.
+        The result's ``origin`` maps each attribute a default class set to ``(element, class)``."""
+        out = _Attrs()
         for attrs in self.resolve_levels(el, tag, cls):
+            origin = getattr(attrs, "origin", None)
             for k, v in attrs.items():
                 old = out.get(k)
                 if old is not None and k in _PARTIAL_VECTORS:
@@ -245,6 +300,10 @@ class _Parser:
                     if 0 < len(new) < len(prev):
                         v = " ".join(new + prev[len(new):])
                 out[k] = v
+                if origin is not None:
+                    out.origin[k] = origin[k]
+                else:
+                    out.origin.pop(k, None)
         return out
 
     def _parse_default(self, el, parent: dict, name: str, parent_levels: tuple = ()):
@@ -261,7 +320,9 @@ class _Parser:
             else:
                 bucket = _DEFAULT_BUCKET.get(c.tag, c.tag)
                 d.setdefault(bucket, {}).update(c.attrib)
-                own.setdefault(bucket, {}).update(c.attrib)
+                lvl = own.setdefault(bucket, _Attrs())
+                lvl.update(c.attrib)
+                lvl.origin.update({k: (c, name) for k in c.attrib})
         self.defaults[name] = d
         levels = tuple(parent_levels) + (own,)
         self.default_levels[name] = levels
@@ -274,7 +335,9 @@ class _Parser:
     def resolve_levels(self, el, tag: str, cls: str) -> list:
         """The attribute dicts that set ``el``'s values, outermost default class first, ``el`` last
         (MuJoCo fills a partially given vector element-wise over this chain)."""
-        c = el.get("class") or cls
+        c = el.get("class")
+        if c is None:
+            c = cls
         if c not in self.defaults:
             raise self.err(el, f"unknown default class {c!r}")
         bucket = _DEFAULT_BUCKET.get(tag, tag)
@@ -283,6 +346,10 @@ class _Parser:
     # ------------------------------------------------------------------ top level
     def parse(self):
         root = self.root
+        self.names = collect_names(root, self.loc)
+        check_references(root, self.loc, self.names)
+        check_user_counts(root, self.loc)
+        check_custom_and_visual(root, self.loc)
         for el in root.iter("compiler"):
             self._compiler(el)
         self.defaults = {"main": {}}
@@ -295,12 +362,17 @@ class _Parser:
                 self._parse_default(el, self.defaults["main"], el.get("class", "main"), self.default_levels["main"])
         self.options = {}
         self.gravity = None
+        self.material_els, self.textures = [], set()
         for el in root:
             tag = el.tag
             if tag == "option":
                 self._option(el)
             elif tag == "asset":
                 self._assets(el)
+        for m, attrs in self.material_els:  # textures may be defined after the materials using them
+            self.check_ref(m, attrs, "texture", self.textures, "texture")
+            for layer in m:
+                self.check_ref(layer, layer.attrib, "texture", self.textures, "texture")
         self.world = _Body("world", None, None, Tf(), "main")
         self.world.world = Tf()
         for el in root:
@@ -320,6 +392,8 @@ class _Parser:
                     self.equalities.append(e)
             elif tag == "tendon":
                 self.tendon_sections.append(el)
+                for t in el:
+                    self.check_ref(t, self.resolve(t, "tendon", "main"), "material", self.materials, "material")
             elif tag == "contact":
                 for e in el:
                     if e.tag == "exclude":
@@ -393,6 +467,10 @@ class _Parser:
                 if "refpos" in a.attrib or "refquat" in a.attrib:
                     self.warn("mesh.refpos", a, "<mesh refpos/refquat> is ignored")
                 self.meshes[name] = {"el": a, "attrs": attrs, "dir": self.c.meshdir or self.c.assetdir}
+                if attrs.get("file") and "vertex" not in attrs:  # MuJoCo opens every mesh file, used or not
+                    path = self.asset_path(a, self.meshes[name]["dir"], attrs["file"])
+                    if self.opts.get("path_resolver") is None and not os.path.isfile(path):
+                        raise self.loc.error(a, f"mesh file not found: {path!r}", MJCFFileNotFoundError)
             elif tag == "hfield":
                 name = a.get("name") or os.path.splitext(os.path.basename(a.get("file", "")))[0]
                 if not name:
@@ -400,10 +478,19 @@ class _Parser:
                 self.hfields[name] = {"el": a}
             elif tag == "material":
                 name = a.get("name")
-                if name:
-                    self.materials[name] = dict(self.resolve(a, "material", "main"))
+                if not name:
+                    raise self.err(a, "a <material> needs a non-empty name")
+                attrs = self.resolve(a, "material", "main")
+                self.material_els.append((a, attrs))
+                self.materials[name] = dict(attrs)
             elif tag == "texture":
-                continue  # only referenced by materials; colors come from material rgba
+                # only referenced by materials; colors come from material rgba
+                name = a.get("name") or os.path.splitext(os.path.basename(a.get("file", "")))[0]
+                if name:
+                    self.textures.add(name)
+                elif self.resolve(a, "texture", "main").get("type", "cube") != "skybox":
+                    raise self.err(a, "a <texture> needs a name or a file (only a skybox texture may have neither)")
+                self._texture(a)
             else:
                 self.warn(f"asset/{tag}", a, f"<asset><{tag}> is not supported and was ignored")
 
@@ -443,6 +530,11 @@ class _Parser:
                     raise self.err(c, f"body {body.name!r} has more than one <inertial>")
                 body.inertial = (c, pre)
             else:
+                if tag == "camera":  # not imported, but checked as MuJoCo's compiler does
+                    a = self.resolve(c, "camera", cc)
+                    fovy = self.scalar(c, a, "fovy", 45.0, allow_inf=True)
+                    if not fovy < 180.0:
+                        raise self.attr_err(c, a, "fovy", f"camera fovy={fovy:g} must be smaller than 180 degrees")
                 self.warn(tag, c, f"<{tag}> is not supported and was ignored")
 
     def _body(self, el, parent: _Body, pre: Tf, cc: str):
@@ -485,7 +577,7 @@ class _Parser:
         j.pos = pre.point(self.floats(el, a, "pos", 3, default=(0.0, 0.0, 0.0)))
         axis = self.floats(el, a, "axis", 3, default=(0.0, 0.0, 1.0))
         if j.type in ("hinge", "slide") and np.linalg.norm(axis) < _MINVAL:
-            raise self.err(el, f"joint {j.name!r}: axis has zero length")
+            raise self.attr_err(el, a, "axis", f"joint {j.name!r}: axis has zero length")
         j.axis = qrot(pre.q, axis / max(np.linalg.norm(axis), _MINVAL))
         ang = self.c.angle if j.type == "hinge" else 1.0
         j.ref = self.scalar(el, a, "ref", 0.0) * ang
@@ -500,7 +592,8 @@ class _Parser:
             else:
                 limited = False
                 if rng is not None:
-                    raise self.err(el, f"joint {j.name!r} has a range but limited='auto' and <compiler autolimits='false'>")
+                    raise self.attr_err(el, a, "range", f"joint {j.name!r} has a range but limited='auto' and "
+                                                        "<compiler autolimits='false'>")  # fmt: skip
         else:
             limited = lim == "true"
         if limited and j.type == "free":
@@ -514,8 +607,10 @@ class _Parser:
                 limited = False
             else:
                 if not rng[0] < rng[1]:
-                    raise self.err(el, f"joint {j.name!r}: range lower {rng[0]} must be smaller than upper {rng[1]}")
-                j.range = (float(rng[0]) * ang, float(rng[1]) * ang)
+                    raise self.attr_err(el, a, "range" if "range" in a else "limited",
+                                        f"joint {j.name!r}: range lower {rng[0]} must be smaller than upper {rng[1]}")
+                # an infinite side is no limit: the builder's unlimited value (+-1e10) keeps the arrays finite
+                j.range = tuple(float(np.clip(x * ang, -1e10, 1e10)) for x in rng)
         j.limited = limited
         j.stiffness = self.scalar(el, a, "stiffness", 0.0, minimum=0.0)
         j.damping = self.scalar(el, a, "damping", 0.0, minimum=0.0)
@@ -524,7 +619,8 @@ class _Parser:
         j.effort = None
         if a.get("actuatorfrcrange") is not None and _truthy(a.get("actuatorfrclimited", "true"), True, self.loc, el, "actuatorfrclimited"):
             r = self.floats(el, a, "actuatorfrcrange", 2, allow_inf=True)
-            j.effort = float(max(abs(r[0]), abs(r[1])))
+            if np.all(np.isfinite(r)):  # an infinite range is no limit
+                j.effort = float(max(abs(r[0]), abs(r[1])))
         if j.type == "ball" and j.stiffness and j.springref:
             j.springref = 0.0
         return j
@@ -549,12 +645,15 @@ class _Parser:
     def _shape_frame(self, el, a, pre: Tf, size: np.ndarray, kind: str, gtype: str):
         """(pose in body frame, size) honoring fromto."""
         ft = self.floats(el, a, "fromto", 6)
-        if ft is not None and gtype in ("capsule", "cylinder", "box", "ellipsoid"):
+        if ft is not None and gtype not in ("capsule", "cylinder", "box", "ellipsoid"):
+            raise self.attr_err(el, a, "fromto" if "type" not in a else "type",
+                                f"fromto needs a {kind} of type capsule, cylinder, box or ellipsoid, not {gtype}")
+        if ft is not None:
             p0, p1 = ft[:3], ft[3:]
             d = p1 - p0
             length = float(np.linalg.norm(d))
             if length < _MINVAL:
-                raise self.err(el, f"{kind} fromto has zero length")
+                raise self.attr_err(el, a, "fromto", f"{kind} fromto has zero length")
             size = size.copy()
             if gtype in ("capsule", "cylinder"):
                 size[1] = 0.5 * length
@@ -573,44 +672,58 @@ class _Parser:
         size = np.concatenate([size, np.zeros(3 - len(size))])
         tf, size = self._shape_frame(el, a, pre, size, "geom", gtype)
         g = {"el": el, "attrs": a, "type": gtype, "size": size, "tf": tf, "name": a.get("name")}
-        self._check_size(el, gtype, size, "geom")
-        g["contype"] = int(self.scalar(el, a, "contype", 1))
-        g["conaffinity"] = int(self.scalar(el, a, "conaffinity", 1))
-        g["group"] = int(self.scalar(el, a, "group", 0))
+        self._check_size(el, gtype, size, "geom", a)
+        g["contype"] = self.integer(el, a, "contype", 1)
+        g["conaffinity"] = self.integer(el, a, "conaffinity", 1)
+        g["group"] = self.integer(el, a, "group", 0)
+        condim = self.integer(el, a, "condim", 3)
+        if condim not in (1, 3, 4, 6):
+            raise self.attr_err(el, a, "condim", f"invalid condim {condim} (MuJoCo allows 1, 3, 4 or 6)")
         g["density"] = self.scalar(el, a, "density", 1000.0)
         if g["density"] < 0:
-            raise self.err(el, f"density={g['density']} must be >= 0")
+            raise self.attr_err(el, a, "density", f"density={g['density']} must be >= 0")
         m = self.scalar(el, a, "mass", None)
         if m is not None and m < 0:
-            raise self.err(el, f"mass={m} must be >= 0")
+            raise self.attr_err(el, a, "mass", f"mass={m} must be >= 0")
         g["mass"] = m
         fr = self.floats(el, a, "friction", 3, default=(1.0, 0.005, 0.0001), nmin=1)
         fr = np.concatenate([fr, np.array([1.0, 0.005, 0.0001])[len(fr):]])
         if np.any(fr < 0):
-            raise self.err(el, "friction must be >= 0")
+            raise self.attr_err(el, a, "friction", "friction must be >= 0")
         g["friction"] = fr
         g["margin"] = self.scalar(el, a, "margin", 0.0, minimum=0.0)
+        self.check_ref(el, a, "material", self.materials, "material")
+        self.check_ref(el, a, "mesh", self.meshes, "mesh")
+        self.check_ref(el, a, "hfield", self.hfields, "hfield")
         g["color"] = self._color(a)
         if gtype == "mesh":
             mname = a.get("mesh")
             if not mname:
                 raise self.err(el, "a mesh geom needs a mesh attribute")
-            if mname not in self.meshes:
-                raise self.err(el, f"unknown mesh {mname!r}")
             g["mesh"] = mname
         if gtype == "hfield":
             hname = a.get("hfield")
-            if not hname or hname not in self.hfields:
-                raise self.err(el, f"unknown hfield {hname!r}")
+            if not hname:
+                raise self.err(el, "an hfield geom needs an hfield attribute")
             g["hfield"] = hname
         if a.get("shellinertia", "false") == "true":
             self.warn("geom.shellinertia", el, "geom shellinertia is not supported; solid inertia used")
         return g
 
-    def _check_size(self, el, gtype, size, kind):
+    def check_ref(self, el, attrs, key, names, what: str) -> None:
+        """Attribute ``key`` (when given) must name one of ``names``."""
+        v = attrs.get(key)
+        if v and v not in names:
+            raise self.attr_err(el, attrs, key, f"unknown {what} {v!r} in {key}")
+
+    def _check_size(self, el, gtype, size, kind, attrs=None):
+        if gtype == "plane" and not size[2] > 0:  # x, y: 0 is infinite; the third value is the grid spacing
+            raise self.attr_err(el, attrs, "size" if attrs is not None and "size" in attrs else "type",
+                                f"plane {kind} needs a positive third size value (grid spacing), got {size.tolist()}")
         need = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "ellipsoid": 3}.get(gtype, 0)
-        if need and (np.any(size[:need] <= 0) and not (gtype == "capsule" and size[0] > 0 and size[1] == 0)):
-            raise self.err(el, f"{kind} of type {gtype} needs {need} positive size value(s), got {size[:need].tolist()}")
+        if need and np.any(size[:need] <= 0):
+            raise self.attr_err(el, attrs, "size" if attrs is not None and "size" in attrs else "type",
+                                f"{kind} of type {gtype} needs {need} positive size value(s), got {size[:need].tolist()}")
 
     def _site(self, el, pre: Tf, cc: str) -> dict:
         a = self.resolve(el, "site", cc)
@@ -620,7 +733,9 @@ class _Parser:
         size = self.floats(el, a, "size", 3, default=(0.005, 0.005, 0.005), nmin=1)
         size = np.concatenate([size, np.full(3 - len(size), 0.005)])
         tf, size = self._shape_frame(el, a, pre, size, "site", stype)
-        self._check_size(el, stype, size, "site")
+        self._check_size(el, stype, size, "site", a)
+        self.check_ref(el, a, "material", self.materials, "material")
+        self.check_ref(el, a, "mesh", self.meshes, "mesh")
         return {"el": el, "attrs": a, "type": stype, "size": size, "tf": tf, "name": a.get("name"), "color": self._color(a)}
 
     # ------------------------------------------------------------------ meshes
@@ -631,7 +746,7 @@ class _Parser:
         el, a = info["el"], info["attrs"]
         scale = self.floats(el, a, "scale", 3, default=(1.0, 1.0, 1.0))
         if np.any(scale == 0):
-            raise self.err(el, f"mesh {name!r}: scale components must be non-zero")
+            raise self.attr_err(el, a, "scale", f"mesh {name!r}: scale components must be non-zero")
         if "vertex" in a:
             v = self.floats(el, a, "vertex").reshape(-1, 3) if len(a["vertex"].split()) % 3 == 0 else None
             if v is None or len(v) < 4:
@@ -658,7 +773,7 @@ class _Parser:
         self.mesh_cache[name] = out
         return out
 
-    def asset_path(self, el, subdir: str, fname: str) -> str:
+    def asset_path(self, el, subdir: str, fname: str, what: str = "mesh") -> str:
         resolver = self.opts.get("path_resolver")
         f, _ = self.loc.of(el)
         el_dir = os.path.dirname(f) if f and os.path.exists(f) else self.main_dir
@@ -671,8 +786,27 @@ class _Parser:
         for c in cands:
             if os.path.isfile(c):
                 return c
-        raise self.loc.error(el, f"mesh file not found: {fname!r} (searched {', '.join(repr(c) for c in cands)})",
+        raise self.loc.error(el, f"{what} file not found: {fname!r} (searched {', '.join(repr(c) for c in cands)})",
                              MJCFFileNotFoundError)  # fmt: skip
+
+    def _texture(self, el) -> None:
+        """MuJoCo's checks of a ``<texture>`` (its image is never loaded): a builtin texture needs a positive
+        width (and height for ``2d``), any other one an existing image file."""
+        a = self.resolve(el, "texture", "main")
+        ttype, builtin = a.get("type", "cube"), a.get("builtin", "none")
+        if builtin != "none":
+            for key in ("width",) + (("height",) if ttype == "2d" else ()):
+                if self.integer(el, a, key, 0) <= 0:
+                    raise self.attr_err(el, a, key, f"builtin texture needs a positive {key}, got {a.get(key, '0')!r}")
+            return
+        files = [k for k in ("file", "fileright", "fileleft", "fileup", "filedown", "filefront", "fileback") if a.get(k)]
+        if not files or (ttype == "2d" and "file" not in files):
+            raise self.err(el, f"{ttype} texture needs builtin or {'file' if ttype == '2d' else 'file or fileright, ...'}")
+        if self.opts.get("path_resolver") is None:
+            for k in files:
+                path = self.asset_path(el, self.c.texturedir or self.c.assetdir, a[k], "texture")
+                if not os.path.isfile(path):
+                    raise self.loc.error(el, f"texture file not found: {path!r}", MJCFFileNotFoundError)
 
 
 def _mesh_geometry(trimesh, path: str):
@@ -849,6 +983,12 @@ def _combine(parts):
     return m, com, inertia
 
 
+def _geom_mass_counts(p: _Parser, g: dict) -> bool:
+    """Whether geom ``g`` contributes to its body's mass (in inertiagrouprange, a type with volume)."""
+    lo, hi = p.c.inertiagrouprange
+    return lo <= g["group"] <= hi and g["type"] not in ("plane", "hfield", "sdf")
+
+
 def _compute_mass(p: _Parser):
     c = p.c
     for b in p.all_bodies:
@@ -856,6 +996,8 @@ def _compute_mass(p: _Parser):
         use_geoms = c.inertiafromgeom == "true" or (c.inertiafromgeom == "auto" and b.inertial is None)
         if p.opts["ignore_inertial_definitions"]:
             use_geoms = True
+        elif use_geoms and b.inertial is not None and not any(_geom_mass_counts(p, g) for g in b.geoms):
+            use_geoms = False  # inertiafromgeom="true" without a geom in inertiagrouprange keeps the <inertial>
         if b.inertial is not None and not use_geoms:
             iel, pre = b.inertial
             a = iel.attrib
@@ -865,25 +1007,34 @@ def _compute_mass(p: _Parser):
             if m < 0:
                 raise p.err(iel, f"body {b.name!r}: mass={m} must be >= 0")
             tf = pre * p.pose(iel, a)
+            if "fullinertia" in a and "diaginertia" in a:
+                raise p.err(iel, f"body {b.name!r}: <inertial> gives both fullinertia and diaginertia; give one")
             if "fullinertia" in a:
                 fi = p.floats(iel, a, "fullinertia", 6)
                 full = np.array([[fi[0], fi[3], fi[4]], [fi[3], fi[1], fi[5]], [fi[4], fi[5], fi[2]]])
+                principal = np.linalg.eigvalsh(full)
+                if not np.all(principal > 0.0):
+                    raise p.err(iel, f"body {b.name!r}: fullinertia {fi.tolist()} must have positive eigenvalues "
+                                     f"(got {principal.tolist()})")  # fmt: skip
                 inertia = qmat(tf.q) @ full @ qmat(tf.q).T
             elif "diaginertia" in a:
                 di = p.floats(iel, a, "diaginertia", 3)
                 if np.any(di < 0):
                     raise p.err(iel, f"body {b.name!r}: diaginertia {di.tolist()} must be >= 0")
+                principal = np.sort(di)
                 r = qmat(tf.q)
                 inertia = r @ np.diag(di) @ r.T
             else:
                 raise p.err(iel, f"body {b.name!r}: <inertial> needs diaginertia or fullinertia")
+            if not c.balanceinertia and principal[0] + principal[1] < principal[2]:
+                raise p.err(iel, f"body {b.name!r}: principal inertia {principal.tolist()} violates the triangle "
+                                 "inequality A + B >= C (MuJoCo rejects it; <compiler balanceinertia='true'> fixes it)")
             b.mass, b.com, b.inertia = m, tf.p, inertia
             b.explicit_inertial = True
         elif use_geoms:
             parts = []
-            lo, hi = c.inertiagrouprange
             for g in b.geoms:
-                if not lo <= g["group"] <= hi:
+                if not _geom_mass_counts(p, g):
                     continue
                 r = _geom_mass(p, g)
                 if r is None:
@@ -913,6 +1064,42 @@ def _compute_mass(p: _Parser):
             for b in p.all_bodies:
                 b.mass *= k
                 b.inertia = b.inertia * k
+    # with ignore_inertial_definitions the masses are not MuJoCo's: its massless-body rule does not apply
+    _check_moving_masses(p, massless_rule=not p.opts["ignore_inertial_definitions"])
+    for b in p.all_bodies:
+        moving, a = False, b
+        while a is not None and a.parent is not None and not moving:
+            moving, a = bool(a.joints), a.parent
+        for g in b.geoms:
+            if moving and g["type"] == "plane":
+                raise p.err(g["el"], f"plane geoms are only allowed in static bodies; body {b.name!r} moves")
+
+
+def _massive(b: _Body) -> bool:
+    return b.mass >= _MINVAL and bool(np.all(np.linalg.eigvalsh(0.5 * (b.inertia + b.inertia.T)) >= _MINVAL))
+
+
+def _check_moving_masses(p: _Parser, massless_rule: bool = True) -> None:
+    """Masses fit float32; and MuJoCo's rule: a body with joints needs mass and principal inertias >= mjMINVAL
+    (1e-15), its own or those of one body welded to it (a descendant reached through bodies without joints)."""
+    for b in p.all_bodies:
+        big = max(abs(b.mass), float(np.abs(b.inertia).max(initial=0.0)))
+        if big > 3.4e38:
+            raise p.err(b.el, f"body {b.name!r}: mass {b.mass:g} or inertia {np.abs(b.inertia).max():g} exceeds the "
+                              "float32 range (3.4e38)")  # fmt: skip
+        if not massless_rule or not b.joints or _massive(b):
+            continue
+        stack = [c for c in b.children if not c.joints]
+        while stack:
+            w = stack.pop()
+            if _massive(w):
+                break
+            stack.extend(c for c in w.children if not c.joints)
+        else:
+            principal = np.linalg.eigvalsh(0.5 * (b.inertia + b.inertia.T))
+            raise p.err(b.el, f"body {b.name!r} moves (it has joints) but has mass {b.mass:g} and principal inertia "
+                              f"{[float(f'{x:.3g}') for x in principal]}; MuJoCo needs both >= {_MINVAL:g} (give it geoms "
+                              "with mass, an <inertial>, or <compiler boundmass/boundinertia>)")  # fmt: skip
 
 
 # ---------------------------------------------------------------------- custom attributes
@@ -956,8 +1143,9 @@ class _Custom:
                     v = attr.mjcf_value_transformer(raw, ctx)
                 else:
                     v = _generic_value(raw, attr.dtype)
-            except (ValueError, TypeError, IndexError) as e:
-                raise self.p.err(el, f"custom attribute {attr.key!r}: cannot convert {name}={raw!r}: {e}") from None
+            except (ValueError, TypeError, IndexError, OverflowError) as e:
+                raise self.p.attr_err(el, attrs, name, f"custom attribute {attr.key!r}: cannot convert {name}={raw!r}: "
+                                                       f"{e}") from None  # fmt: skip
             out[attr.key] = v
         return out
 
@@ -981,7 +1169,7 @@ class _Custom:
                     v = attr.mjcf_value_transformer(raw, ctx)
                 else:
                     v = _generic_value(raw, attr.dtype)
-            except (ValueError, TypeError, IndexError) as e:
+            except (ValueError, TypeError, IndexError, OverflowError) as e:
                 raise ValueError(f"MJCF <option>: custom attribute {attr.key!r}: cannot convert {name}={raw!r}: {e}") from None
             attr.values[0] = v
 
@@ -1143,6 +1331,7 @@ class _Builder:
     def _add_group(self, grp: list[_Joint], parent: int, child: int, pre: Tf, JointType) -> int:
         s = self.s
         j0 = grp[0]
+        self.p.cur = j0.el
         label = "_".join(j.name for j in grp)
         if len(grp) == 1 and j0.type == "ball":
             xp = pre * Tf(j0.pos)
@@ -1208,6 +1397,7 @@ class _Builder:
         s, p = self.s, self.p
         F = self.custom.F
         com = b.com
+        p.cur = b.el
         idx = s.add_link(xform=wp.transform(*self.body_world(b).xyzw()), com=wp.vec3(*com.tolist()),
                          inertia=wp.mat33(*b.inertia.reshape(-1).tolist()), mass=float(b.mass), label=b.name,
                          lock_inertia=True, is_kinematic=b.mocap,
@@ -1230,6 +1420,7 @@ class _Builder:
         from armillary.sim.enums import GeoType
 
         p, s, opts = self.p, self.s, self.opts
+        p.cur = g["el"]
         t = g["type"]
         visual = g["contype"] == 0 and g["conaffinity"] == 0 and not (g["name"] and g["name"] in self.pair_geoms)
         if visual and not opts["parse_visuals"]:
@@ -1319,6 +1510,7 @@ class _Builder:
 
         t = st["type"]
         sz = st["size"]
+        self.p.cur = st["el"]
         geo = {"sphere": GeoType.SPHERE, "capsule": GeoType.CAPSULE, "cylinder": GeoType.CYLINDER,
                "box": GeoType.BOX, "ellipsoid": GeoType.ELLIPSOID}[t]  # fmt: skip
         scale = {"sphere": (sz[0], 0.0, 0.0), "capsule": (sz[0], sz[1], 0.0), "cylinder": (sz[0], sz[1], 0.0)}.get(t, tuple(sz))
@@ -1368,6 +1560,7 @@ class _Builder:
 
     def _tendon(self, el):
         p, s = self.p, self.s
+        p.cur = el
         a = p.resolve(el, "tendon", "main")
         name = a.get("name") or ""
         if name and (name in self.tendon_rows or name in self.tendon_skipped):
@@ -1544,6 +1737,7 @@ class _Builder:
                 p.warn("equality.skipped", p.equalities[0], "equality constraints skipped (skip_equality_constraints=True)")
             return
         for e in p.equalities:
+            p.cur = e
             a = p.resolve(e, "equality", "main")
             active = _truthy(a.get("active"), True, p.loc, e, "active")
             tag = e.tag
@@ -1654,11 +1848,18 @@ class _Builder:
         components = bool(self.opts.get("actuator_components", False))
         self._component_readers: dict[int, list] = {}  # dof -> [(element, joint, reads q*, reads qd*, effort form)]
         for el in p.actuators:
+            p.cur = el
             tag = el.tag
             if tag not in _ACTUATOR_TAGS:
                 p.warn(f"actuator/{tag}", el, f"<actuator><{tag}> is not supported and was ignored")
                 continue
             a = p.resolve(el, tag, "main")
+            for lim, key in (("ctrllimited", "ctrlrange"), ("forcelimited", "forcerange"), ("actlimited", "actrange")):
+                if a.get(lim) == "true":  # MuJoCo checks explicitly limited ranges only
+                    r = p.floats(el, a, key, 2, allow_inf=True)
+                    if r is None or not r[0] < r[1]:
+                        raise p.attr_err(el, a, key if r is not None else lim,
+                                         f"{lim}='true' needs {key} with lower < upper, got {a.get(key)!r}")
             jname = a.get("joint")
             if not jname:
                 kind = next((k for k in ("tendon", "site", "body", "jointinparent") if a.get(k)), None)
@@ -1724,11 +1925,12 @@ class _Builder:
             s.joint_target_ke[dof] = kp
             s.joint_target_kd[dof] = kv
             s.joint_target_mode[dof] = int(mode)
-            if fr is not None and fl != "false":
+            # an infinite range is no limit (the builder's default effort limit stays)
+            if fr is not None and fl != "false" and np.all(np.isfinite(fr)):
                 s.joint_effort_limit[dof] = float(max(abs(fr[0]), abs(fr[1])) * abs(gear))
             elif mode == JointTargetMode.EFFORT:
                 cr = p.floats(el, a, "ctrlrange", 2, allow_inf=True)
-                if cr is not None and a.get("ctrllimited", "auto") != "false":
+                if cr is not None and a.get("ctrllimited", "auto") != "false" and np.all(np.isfinite(cr)):
                     s.joint_effort_limit[dof] = float(max(abs(cr[0]), abs(cr[1])) * abs(gear))
         for readers in self._component_readers.values():
             # one joint, several actuators: they share the joint's command arrays
@@ -2107,7 +2309,8 @@ def add_mjcf(
         parse_mujoco_options: store ``<option>`` gravity on the builder (``builder.gravity``, or the open
             world's gravity), the timestep as ``builder.timestep`` and all option values as ``builder.mjcf_options``.
         enable_self_collisions: when False, shapes of one articulation never collide with each other.
-        ignore_inertial_definitions: compute all inertias from geoms (like ``inertiafromgeom='true'``).
+        ignore_inertial_definitions: compute all inertias from geoms (like ``inertiafromgeom='true'``); MuJoCo's
+            rule that bodies with joints need a mass is then not applied.
         collapse_fixed_joints: merge joint-less bodies into their parent body (not for link-break models).
         skip_equality_constraints: ignore ``<equality>``.
         path_resolver: ``f(base_dir, path) -> path`` for includes and meshes (an include may return XML text).
@@ -2200,7 +2403,10 @@ def _import(builder, p, source, opts, collapse_fixed_joints, verbose):
         b.contact_rows()
     except (MJCFImportError, ImportError):
         raise
-    except Exception as e:  # anything else the input provoked: name the file, keep the cause
+    except Exception as e:  # anything else the input provoked: name the element being built, keep the cause
+        cur = getattr(p, "cur", None)
+        if cur is not None:
+            raise p.loc.error(cur, f"{type(e).__name__}: {e}") from e
         raise MJCFImportError(f"{type(e).__name__}: {e}", file=p.file) from e
     b.commit()
     p.flush_warnings()

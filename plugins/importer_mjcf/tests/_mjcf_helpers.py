@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from armillary.testing.assets import shared_assets_dir
+from armillary.testing.mujoco_refs import mujoco_reference
 
 ASSETS = str(shared_assets_dir(__file__) or "")
 
@@ -35,12 +36,9 @@ def mjcf_models() -> dict[str, str]:
     return out
 
 
-def ref_npz(main: str):
-    folder = os.path.dirname(main)
-    for f in os.listdir(folder):
-        if f.endswith(".ref.npz"):
-            return np.load(os.path.join(folder, f))
-    return None
+def mujoco_ref(name: str):
+    """MuJoCo reference data of corpus model ``name`` (``armillary.testing.mujoco_refs``, computed once)."""
+    return mujoco_reference(name, ASSETS or None)
 
 
 def _qmul(a, b):  # xyzw

@@ -2,7 +2,7 @@
 
 Masses, centers of mass and inertias are compared with ``mujoco.MjModel`` (inertias as full body-frame
 matrices ``R diag(I) R^T``, so the principal-axes choice does not matter); forward kinematics at the five
-reference configurations of ``<model>.ref.npz`` is compared with MuJoCo's ``xpos``/``xquat``, with the
+MuJoCo reference configurations (``armillary.testing.mujoco_refs``) is compared with ``xpos``/``xquat``, with the
 importer's host transforms (always) and with ``armillary.eval_fk`` (when the core provides it).
 """
 
@@ -13,12 +13,12 @@ import warnings
 import numpy as np
 import pytest
 
-from _mjcf_helpers import host_fk, mjcf_models, ref_npz
+from _mjcf_helpers import host_fk, mjcf_models, mujoco_ref
 
 MODELS = mjcf_models()
 mujoco = pytest.importorskip("mujoco")
 
-pytestmark = pytest.mark.skipif(not MODELS, reason="shared asset corpus (../shared/assets) not available")
+pytestmark = pytest.mark.skipif(not MODELS, reason="robot-model corpus (armillary.testing.assets) not found")
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +99,7 @@ def test_mass_properties_match_mujoco(name, imported):
 def _fk_check(name, b, m, poses_of_state):
     from armillary_importer_mjcf.importer import mujoco_qpos_to_joint_q
 
-    ref = ref_npz(MODELS[name])
-    if ref is None:
-        pytest.skip(f"{name}: no reference .ref.npz")
+    ref = mujoco_ref(name)
     bmap = _body_map(b, m)
     worst = 0.0
     for s in range(ref["qpos"].shape[0]):

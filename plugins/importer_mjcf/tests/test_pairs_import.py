@@ -161,7 +161,7 @@ def test_rows_are_remapped_when_imported_twice_and_replicated():
 def test_invalid_pairs_raise():
     with pytest.raises(MJCFImportError, match="condim"):
         _load(XML.replace('condim="1" adhesion', 'condim="2" adhesion'))
-    with pytest.raises(MJCFImportError, match="unknown geom in pair"):
+    with pytest.raises(MJCFImportError, match="<pair> unknown geom 'nope' in geom2"):
         _load(XML.replace('geom2="floor"', 'geom2="nope"'))
     with pytest.raises(MJCFImportError, match="unknown default class"):
         _load(XML.replace('class="c2" friction', 'class="c9" friction'))

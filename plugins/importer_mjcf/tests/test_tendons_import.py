@@ -174,16 +174,25 @@ def test_equality_solver_parameters_on_loop_and_mimic_joints():
 def test_unresolvable_tendons_warn_and_are_skipped():
     xml = """<mujoco><worldbody><body name="x"><joint/><geom size="0.1"/><site name="s"/></body>
       <body name="y" pos="1 0 0"><joint name="named"/><geom size="0.1"/><site name="s2"/></body></worldbody>
-      <tendon><fixed name="bad"><joint joint="x_joint0" coef="1"/></fixed>
-        <fixed name="good"><joint joint="named" coef="1"/></fixed>
+      <tendon><fixed name="good"><joint joint="named" coef="1"/></fixed>
         <spatial name="nosite"><site site="s"/><site site="s2"/></spatial></tendon>
-      <equality><tendon tendon1="bad"/></equality></mujoco>"""
+      <equality><tendon tendon1="nosite"/></equality></mujoco>"""
     b, msgs = _load(xml, parse_sites=False)
     assert _col(b, "mujoco:tendon_label") == ["good"]
-    assert any("unknown joint 'x_joint0'" in m for m in msgs)
     assert any("site 's'" in m and "not imported" in m for m in msgs)
     assert any("tendon equality on ignored tendon" in m for m in msgs)
     assert b.get_custom_frequency_count("mujoco:tendon_equality") == 0
+
+
+def test_tendon_on_an_unknown_joint_raises():
+    """MuJoCo rejects a tendon naming a joint the model lacks (a generated name such as ``x_joint0``
+    is not a MuJoCo name)."""
+    from armillary_importer_mjcf.importer import MJCFImportError
+
+    xml = """<mujoco><worldbody><body name="x"><joint/><geom size="0.1"/></body></worldbody>
+      <tendon><fixed name="bad"><joint joint="x_joint0" coef="1"/></fixed></tendon></mujoco>"""
+    with pytest.raises(MJCFImportError, match=r"<string>:line 2: <joint> unknown joint 'x_joint0' in joint"):
+        _load(xml)
 
 
 def test_invalid_tendons_raise():

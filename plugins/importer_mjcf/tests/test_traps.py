@@ -358,11 +358,12 @@ def test_labels_keep_file_names_and_sites():
 
 
 def test_unsupported_elements_warn_once_naming_the_element():
-    xml = """<mujoco><worldbody><camera name="a"/><camera name="b"/><light/><body name="x"><joint/><geom size="0.1"/></body></worldbody>
-      <tendon><fixed><joint joint="x_joint0" coef="1"/></fixed></tendon></mujoco>"""
+    xml = """<mujoco><worldbody><camera name="a"/><camera name="b"/><light/><body name="x"><joint/><geom size="0.1"/>
+      <site name="s1"/><site name="s2" pos="0 0 1"/></body></worldbody>
+      <tendon><spatial><site site="s1"/><site site="s2"/></spatial></tendon></mujoco>"""
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        armillary.ModelBuilder().add_mjcf(xml)
+        armillary.ModelBuilder().add_mjcf(xml, parse_sites=False)
     msgs = [str(w.message) for w in rec if issubclass(w.category, MJCFImportWarning)]
     assert sum("<camera>" in s for s in msgs) == 1
     assert sum("<light>" in s for s in msgs) == 1
