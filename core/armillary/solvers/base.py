@@ -10,6 +10,7 @@ and :mod:`armillary.testing` for the conformance suite every solver runs.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import os
 import warnings
@@ -64,42 +65,60 @@ def _debug_from_env() -> bool:
     return os.environ.get("ARMILLARY_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+_STEP_TEMPLATE = """
+def step(self, state_in, state_out, control, contacts, dt{params}):
+    guard = self._step_guard
+    if guard is None:
+        guard = self._make_step_guard()
+    if guard.active:  # a nested super().step() of a wrapped subclass step
+        return fn(self, state_in, state_out, control, contacts, dt{args})
+    stamp = guard.stamp
+    if type(dt) is not float or not 0.0 < dt < inf or getattr(state_in, "_armillary_checked", None) is not stamp \\
+            or getattr(state_out, "_armillary_checked", None) is not stamp \\
+            or (control is not None and getattr(control, "_armillary_checked", None) is not stamp) \\
+            or (contacts is not None and getattr(contacts, "_armillary_checked", None) is not stamp):
+        dt = slow_checks(self, guard, state_in, state_out, control, contacts, dt)
+    guard.active = True
+    try:
+        fn(self, state_in, state_out, control, contacts, dt{args})
+    finally:
+        guard.active = False
+    guard.steps += 1
+    if guard.launch:
+        guard.launch_guard(state_in, state_out, control)
+    if self.debug:
+        self.check_finite(state_out)
+"""
+
+
+def _slow_checks(solver, guard, state_in, state_out, control, contacts, dt):
+    if type(dt) is not float or not 0.0 < dt < math.inf:
+        from .step_guard import check_dt
+
+        dt = check_dt(type(solver).__name__, dt)
+    guard.check_inputs(state_in, state_out, control, contacts)
+    return dt
+
+
 def _checked_step(fn):
     """Wrap a solver's own ``step`` with the checks of :mod:`.step_guard`: ``dt`` and the input
     arrays before it, the non-finite guard after it (and, in debug mode, the host check). A nested
     ``super().step`` call runs unchecked. The fast path (every object already checked, ``dt`` a
-    positive float) costs a few attribute reads."""
-    inf = math.inf
-
-    @functools.wraps(fn)
-    def step(self, state_in, state_out, control, contacts, dt, *args, **kwargs):
-        d = self.__dict__
-        guard = d.get("_step_guard")
-        if guard is None:
-            guard = self._make_step_guard()
-        if guard.active:  # a nested super().step() of a wrapped subclass step
-            return fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
-        stamp = guard.stamp
-        if type(dt) is not float or not 0.0 < dt < inf or getattr(state_in, "_armillary_checked", None) is not stamp \
-                or getattr(state_out, "_armillary_checked", None) is not stamp \
-                or (control is not None and getattr(control, "_armillary_checked", None) is not stamp) \
-                or (contacts is not None and getattr(contacts, "_armillary_checked", None) is not stamp):  # fmt: skip
-            if type(dt) is not float or not 0.0 < dt < inf:
-                from .step_guard import check_dt
-
-                dt = check_dt(type(self).__name__, dt)
-            guard.check_inputs(state_in, state_out, control, contacts)
-        guard.active = True
-        try:
-            fn(self, state_in, state_out, control, contacts, dt, *args, **kwargs)
-        finally:
-            guard.active = False
-        guard.steps += 1
-        if guard.launch:
-            guard.launch_guard(state_in, state_out, control)
-        if self.debug:
-            self.check_finite(state_out)
-
+    positive float) costs a few attribute reads; a ``step`` with the contract's exact signature gets
+    a wrapper without ``*args, **kwargs`` packing."""
+    params = list(inspect.signature(fn).parameters.values())
+    standard = [p.name for p in params[:6]] == ["self", "state_in", "state_out", "control", "contacts", "dt"]
+    rest = params[6:]
+    if standard and len(rest) == 1 and rest[0].name == "observables" and rest[0].kind is inspect.Parameter.KEYWORD_ONLY:
+        code = _STEP_TEMPLATE.format(params=", *, observables=None", args=", observables=observables")
+    elif standard and not rest:
+        code = _STEP_TEMPLATE.format(params="", args="")
+    else:
+        code = _STEP_TEMPLATE.format(params=", *args, **kwargs", args=", *args, **kwargs")
+    namespace = {"fn": fn, "inf": math.inf, "slow_checks": _slow_checks}
+    # a fixed template: the wrapper's signature follows the solver's (tracebacks name the wrapper)
+    exec(compile(code, f"<armillary step checks of {fn.__qualname__}>", "exec"), namespace)  # noqa: S102
+    step = functools.wraps(fn)(namespace["step"])
     step._armillary_checked_step = True
     return step
 
@@ -131,6 +150,8 @@ class SolverBase:
     solvers with their own arrays set a ``@dataclass(eq=False)`` subclass here."""
     SUPPORTED_OBSERVABLES: ClassVar[frozenset[str]] = frozenset()
     """Observable kinds this solver class fills (see :attr:`supported_observables`)."""
+
+    _step_guard = None  # the StepGuard of an instance, made on its first step
 
     fuses_finite_guard: ClassVar[bool] = False
     """``True`` when the solver's own kernels record non-finite outputs in :attr:`nonfinite_flags`
