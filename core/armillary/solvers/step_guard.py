@@ -147,19 +147,25 @@ def check_contacts(model, contacts) -> None:
                          f"this model")  # fmt: skip
 
 
+def _check_once(obj, stamp, check, *args) -> None:
+    """Run ``check(*args)`` unless ``obj`` carries ``stamp`` (checked since its last attribute
+    assignment); stamp it when the check passes (``None`` objects are skipped)."""
+    if obj is not None and getattr(obj, "_armillary_checked", None) is not stamp:
+        check(*args)
+        obj.__dict__["_armillary_checked"] = stamp
+
+
 def check_collide_inputs(model, state, contacts, where: str = "CollisionPipeline.collide") -> None:
     """The checks of a step for a collision pass: ``state`` and ``contacts`` against ``model`` (once
     per object, as for a step; ``ValueError`` / ``TypeError`` prefixed with ``where``)."""
     stamp = _stamp_for(model)
     try:
-        if getattr(state, "_armillary_checked", None) is not stamp:
-            check_state_arrays(model, "state", state)
-            state.__dict__["_armillary_checked"] = stamp
+        if state is None:
+            check_state_arrays(model, "state", state)  # raises, naming it
+        _check_once(state, stamp, check_state_arrays, model, "state", state)
         if contacts is None:
             raise TypeError("contacts is None; pass a Contacts from pipeline.contacts()")
-        if getattr(contacts, "_armillary_checked", None) is not stamp:
-            check_contacts(model, contacts)
-            contacts.__dict__["_armillary_checked"] = stamp
+        _check_once(contacts, stamp, check_contacts, model, contacts)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"{where}: {exc}") from None
 
@@ -265,20 +271,13 @@ class StepGuard:
             raise type(exc)(f"{self.name}.step: {exc}") from None
 
     def _check_inputs(self, state_in, state_out, control, contacts) -> None:
-        stamp = self.stamp
-        model = self.model
-        if getattr(state_in, "_armillary_checked", None) is not stamp:
-            check_state_arrays(model, "state_in", state_in)
-            state_in.__dict__["_armillary_checked"] = stamp
-        if getattr(state_out, "_armillary_checked", None) is not stamp:
-            check_state_arrays(model, "state_out", state_out)
-            state_out.__dict__["_armillary_checked"] = stamp
-        if control is not None and getattr(control, "_armillary_checked", None) is not stamp:
-            check_control_arrays(model, control)
-            control.__dict__["_armillary_checked"] = stamp
-        if contacts is not None and getattr(contacts, "_armillary_checked", None) is not stamp:
-            check_contacts(model, contacts)
-            contacts.__dict__["_armillary_checked"] = stamp
+        stamp, model = self.stamp, self.model
+        for where, state in (("state_in", state_in), ("state_out", state_out)):
+            if state is None:
+                check_state_arrays(model, where, state)  # raises, naming it
+            _check_once(state, stamp, check_state_arrays, model, where, state)
+        _check_once(control, stamp, check_control_arrays, model, control)
+        _check_once(contacts, stamp, check_contacts, model, contacts)
 
     # -- outputs
     def launch_guard(self, state_in, state_out, control) -> None:
