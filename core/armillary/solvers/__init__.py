@@ -14,8 +14,8 @@ from .base import SolverBase
 from .capabilities import FEATURES, Coordinates, SolverCapabilities
 from .coupling import CouplingInterface
 
-__all__ = ["FEATURES", "CouplingInterface", "Coordinates", "ModelFlags", "NonFiniteStateError", "SolverBase",
-           "SolverCapabilities", "StateFlags"]
+__all__ = ["FEATURES", "CouplingInterface", "Coordinates", "ModelFlags", "NonFiniteStateError",
+           "NotDifferentiableError", "SolverBase", "SolverCapabilities", "StateFlags"]
 
 
 def __getattr__(name: str):
@@ -25,10 +25,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".experimental", __name__)
-    if name == "NonFiniteStateError":  # step_guard imports Warp: loaded on first use
-        from .step_guard import NonFiniteStateError
+    if name in ("NonFiniteStateError", "NotDifferentiableError"):  # step_guard imports Warp: loaded on first use
+        from . import step_guard
 
-        return NonFiniteStateError
+        return getattr(step_guard, name)
     from .. import plugins
 
     return plugins.get_registry().solvers.resolve(name)

@@ -70,6 +70,8 @@ def step(self, state_in, state_out, control, contacts, dt{params}):
     guard = self._step_guard
     if guard is None:
         guard = self._make_step_guard()
+    if warp_context.runtime.tape is not None and not self.capabilities.differentiable:
+        not_differentiable(self, state_in)
     if guard.active:  # a nested super().step() of a wrapped subclass step
         return fn(self, state_in, state_out, control, contacts, dt{args})
     stamp = guard.stamp
@@ -100,6 +102,21 @@ def _slow_checks(solver, guard, state_in, state_out, control, contacts, dt):
     return dt
 
 
+def _not_differentiable(solver, state_in):
+    """Raise when a non-differentiable solver steps under a recording tape that wants gradients."""
+    model = getattr(solver, "model", None)
+    if not (getattr(model, "requires_grad", False) or getattr(state_in, "requires_grad", False)):
+        return
+    from .step_guard import NotDifferentiableError
+
+    raise NotDifferentiableError(
+        f"{type(solver).__name__} is not differentiable (its capabilities do not declare "
+        "differentiable=True): stepping it while a wp.Tape records on a model or state with "
+        "requires_grad would give zero gradients. Step it outside the tape's `with` block, or use a "
+        "solver whose `armillary features` row says differentiable"
+    )
+
+
 def _checked_step(fn):
     """Wrap a solver's own ``step`` with the checks of :mod:`.step_guard`: ``dt`` and the input
     arrays before it, the non-finite guard after it (and, in debug mode, the host check). A nested
@@ -115,7 +132,10 @@ def _checked_step(fn):
         code = _STEP_TEMPLATE.format(params="", args="")
     else:
         code = _STEP_TEMPLATE.format(params=", *args, **kwargs", args=", *args, **kwargs")
-    namespace = {"fn": fn, "inf": math.inf, "slow_checks": _slow_checks}
+    from ..launch import _warp_context
+
+    namespace = {"fn": fn, "inf": math.inf, "slow_checks": _slow_checks, "warp_context": _warp_context,
+                 "not_differentiable": _not_differentiable}  # fmt: skip
     # a fixed template: the wrapper's signature follows the solver's (tracebacks name the wrapper)
     exec(compile(code, f"<armillary step checks of {fn.__qualname__}>", "exec"), namespace)  # noqa: S102
     step = functools.wraps(fn)(namespace["step"])

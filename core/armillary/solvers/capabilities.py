@@ -70,6 +70,11 @@ class SolverCapabilities:
         deterministic: two runs with the same inputs give bit-identical states.
         collision_pipeline: ``step`` consumes :class:`~armillary.Contacts`
             produced by the core collision pipeline.
+        differentiable: ``step`` records on a ``wp.Tape`` so that ``tape.backward`` gives
+            gradients of its outputs with respect to its inputs (state, control, model arrays
+            finalized with ``requires_grad=True``). Stepping a solver that does not declare it while
+            a tape records on a model or state that requires gradients raises
+            :class:`~armillary.solvers.NotDifferentiableError` (never silent zero gradients).
     """
 
     coordinates: Coordinates
@@ -77,6 +82,7 @@ class SolverCapabilities:
     features: frozenset = frozenset()
     deterministic: bool = False
     collision_pipeline: bool = False
+    differentiable: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "coordinates", Coordinates(self.coordinates))

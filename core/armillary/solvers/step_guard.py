@@ -51,6 +51,11 @@ class NonFiniteStateError(FloatingPointError):
         self.solver, self.kind, self.index, self.step = solver, kind, index, step
 
 
+class NotDifferentiableError(RuntimeError):
+    """A solver that does not declare ``differentiable`` was stepped while a ``wp.Tape`` recorded on
+    a model or state with ``requires_grad``: its gradients would silently be zero."""
+
+
 def check_dt(solver_name: str, dt) -> float:
     """``dt`` as a float; ``TypeError`` unless it is a real number (not a string or a bool),
     ``ValueError`` unless it is finite and positive [s]."""
@@ -306,8 +311,10 @@ class StepGuard:
             if n:
                 from ..launch import replayer
 
-                cmd = replayer(wp.launch(finite_guard_kernel, dim=n, inputs=arrays, outputs=[self.flags],
-                                         device=dev, record_cmd=True))  # fmt: skip
+                recorded = wp.launch(finite_guard_kernel, dim=n, inputs=arrays, outputs=[self.flags],
+                                     device=dev, record_cmd=True)  # fmt: skip
+                # the guard only reads the state: under a recording tape it runs untaped
+                cmd = replayer(recorded, relaunch=recorded.launch)
             if len(self._guards) >= 8:
                 self._guards.clear()
             entry = self._guards[key] = (state_out, state_in, control, versions, cmd)
