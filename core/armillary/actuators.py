@@ -1,8 +1,9 @@
 """Actuator components (actuators, controllers, delays, clampings) from plugins.
 
 ``armillary.actuators.<Name>`` resolves through the plugin registry
-(``armillary_register_actuators`` hook); see the Actuators page of the
-specification. Core ships no components itself.
+(``armillary_register_actuators`` hook); the components and how they chain
+(delay, controller, clampings, scatter-add into ``Control.joint_f``) are described
+in ``docs/actuators.md``. Core ships no components itself.
 """
 
 from __future__ import annotations

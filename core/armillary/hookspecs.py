@@ -115,8 +115,9 @@ def armillary_register_actuators(registry):
     Args:
         registry (armillary.registry.ActuatorRegistry): call
             ``registry.add(name, target, kind=..., summary=...)`` where ``kind``
-            is one of ``"actuator"``, ``"controller"``, ``"delay"``,
-            ``"clamping"`` (see the Actuators page of the specification).
+            is one of ``"actuator"`` (drives a set of DOFs), ``"controller"``
+            (the control law), ``"delay"`` (delays command inputs) or
+            ``"clamping"`` (limits the effort); see ``docs/actuators.md``.
 
     Returns:
         None. The component is then available as ``armillary.actuators.<name>``.

@@ -138,7 +138,7 @@ def _glob(labels: list[str], keys: list[str], pattern: str, full: bool) -> np.nd
     """Glob match; a full-label pattern without ``/`` also matches a path label's final component.
 
     So ``"robot*"`` selects the articulation ``"/robot"`` a USD import labels by its prim path
-    (as the Articulations page's ``add_usd`` + ``pattern="robot*"`` example expects).
+    (so ``add_usd`` followed by a ``pattern="robot*"`` selection finds the robot).
     """
     hit = np.array([fnmatch.fnmatchcase(k, pattern) for k in keys], dtype=bool)
     if full and "/" not in pattern:

@@ -257,8 +257,8 @@ class CollisionPipeline:
         self.requires_grad = bool(model.requires_grad if requires_grad is None else requires_grad)
 
         # ---- speculative contacts
-        # ``speculative_config=SpeculativeContactConfig(max_speculative_extension=e)`` (the Collisions
-        # page) and the flat ``speculative_contact_gap_max=e`` (the reference engine 1.8) spell the
+        # ``speculative_config=SpeculativeContactConfig(max_speculative_extension=e)`` (the nested
+        # spelling) and the flat ``speculative_contact_gap_max=e`` (the reference engine 1.8) spell the
         # same setting: either enables it, both are accepted when they agree
         if speculative_config is not None:
             ext = getattr(speculative_config, "max_speculative_extension", None)

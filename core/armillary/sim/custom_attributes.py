@@ -728,7 +728,7 @@ class CustomAttributesMixin:
         self._custom_frequency_counts.setdefault(key, 0)
 
     def add_custom_attribute(self, attribute: CustomAttribute) -> None:
-        """Declare a custom attribute; see the *Custom Attributes* concept page.
+        """Declare a custom attribute; see the module docstring and ``docs/data_model.md``.
 
         Declaring the same key again with the same dtype, frequency, assignment and references is
         a no-op (the first declaration, including its default, is kept).
@@ -825,8 +825,8 @@ class CustomAttributesMixin:
         return self._custom_frequency_row_count(frequency)
 
     def _check_custom_frequency_counts(self, frequency: str | None = None) -> None:
-        """Every attribute sharing a custom frequency must hold the same number of values (the
-        Custom Attributes page); raise ``ValueError`` naming two that differ and their counts.
+        """Every attribute sharing a custom frequency must hold the same number of values (see
+        ``docs/model.md``); raise ``ValueError`` naming two that differ and their counts.
         Checks ``frequency`` only, or every registered custom frequency when ``None``."""
         keys = list(self.custom_frequencies) if frequency is None else [frequency]
         for freq in keys:

@@ -61,7 +61,7 @@ def validate_structure(b) -> None:
 
 
 def validate_joints(b) -> None:
-    """Reject cross-articulation joints and non-root orphan joints (see the Articulations spec)."""
+    """Reject cross-articulation joints and non-root orphan joints (rules in ``docs/model.md``)."""
     nj = b.joint_count
     if nj == 0:
         return

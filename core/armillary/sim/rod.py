@@ -111,7 +111,7 @@ def _float_or_none(value, name: str):
 
 
 class Rod:
-    """Discrete rod input for model construction (see the "Rod joints" section of the spec).
+    """Discrete rod input for model construction (see ``docs/rods.md``).
 
     Args:
         points: initial centerline node positions in world space [m], shape ``(N, 3)``, ``N >= 2``.

@@ -452,7 +452,7 @@ COUPLING_HOOKS = (
     "coupling_harvest_proxy_particle_forces",
     "coupling_prepare_proxy_contacts",
 )
-"""Every hook of :class:`CouplingInterface`, in the order of the specification."""
+"""The method names of every hook of :class:`CouplingInterface`."""
 
 
 def coupling_hook(solver, name: str):

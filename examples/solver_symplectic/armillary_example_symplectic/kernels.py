@@ -13,7 +13,7 @@ first), so the two bodies of a pair compute bit-identical, opposite forces.
 No atomics are used, hence the result does not depend on thread scheduling:
 the solver is deterministic.
 
-Conventions (see the Conventions page of the specification):
+Conventions (all of them, with every model array, in ``docs/data_model.md``):
 
 * ``body_q`` is the pose of the body frame (position, quaternion ``xyzw``);
   the centre of mass sits at ``body_com`` in that frame;

@@ -387,7 +387,7 @@ class SolverCoupledProxy(SolverCoupled):
     Args:
         model: the shared model.
         entries: the :class:`SolverCoupled.Entry` list (at most two entries take part in proxy
-            mappings; see the specification).
+            mappings: one source and one destination).
         coupling: a :class:`SolverCoupledProxy.Config`.
 
     The source entry owns the mapped bodies / particles; in the destination's view they are

@@ -1,4 +1,4 @@
-"""Custom attributes and custom frequencies in USD stages (the *Custom Attributes* concept page).
+"""Custom attributes and custom frequencies in USD stages (see ``docs/usd.md``).
 
 * Declarations live on the ``PhysicsScene`` prim: an attribute ``newton:<name>`` or
   ``newton:<namespace>:<name>`` whose ``customData`` holds ``assignment`` (``model``, ``state``,
