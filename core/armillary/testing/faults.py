@@ -33,7 +33,8 @@ __all__ = ["FAULT_CASES", "FaultCase", "run_fault_cases"]
 @dataclasses.dataclass(frozen=True)
 class FaultCase:
     """One corruption: ``name``, what the step must do (``expect``), the text the error must
-    mention, and what the scene needs (``"bodies"``, ``"chain"``, ``"contacts"``)."""
+    mention, and what the scene needs (``"bodies"``, ``"chain"``, ``"contacts"``, ``"particles"``, or
+    ``"any"``: bodies or particles)."""
 
     name: str
     expect: str
@@ -41,11 +42,11 @@ class FaultCase:
     needs: tuple[str, ...] = ()
 
 
-_B, _C, _K = ("bodies",), ("chain",), ("bodies", "contacts")
+_A, _B, _C, _K, _P = ("any",), ("bodies",), ("chain",), ("bodies", "contacts"), ("particles",)
 FAULT_CASES: tuple[FaultCase, ...] = (
-    FaultCase("state_in_none", "raises", "state_in", _B),
-    FaultCase("state_out_none", "raises", "state_out", _B),
-    FaultCase("state_in_not_a_state", "raises", "state_in", _B),
+    FaultCase("state_in_none", "raises", "state_in", _A),
+    FaultCase("state_out_none", "raises", "state_out", _A),
+    FaultCase("state_in_not_a_state", "raises", "state_in", _A),
     FaultCase("body_q_none", "raises", "body_q", _B),
     FaultCase("body_qd_none", "raises", "body_qd", _B),
     FaultCase("body_f_none", "raises", "body_f", _B),
@@ -62,7 +63,7 @@ FAULT_CASES: tuple[FaultCase, ...] = (
     FaultCase("body_q_numpy", "raises", "body_q", _B),
     FaultCase("joint_q_numpy", "raises", "joint_q", _C),
     FaultCase("joint_q_2d", "raises", "joint_q", _C),
-    FaultCase("control_not_a_control", "raises", "control", _B),
+    FaultCase("control_not_a_control", "raises", "control", _A),
     FaultCase("joint_f_none", "raises", "joint_f", _C),
     FaultCase("joint_f_short", "raises", "joint_f", _C),
     FaultCase("joint_target_q_short", "raises", "joint_target_q", _C),
@@ -72,12 +73,22 @@ FAULT_CASES: tuple[FaultCase, ...] = (
     FaultCase("contacts_not_contacts", "raises", "contacts", _K),
     FaultCase("body_q_reassigned_short_after_steps", "raises", "body_q", _B),
     FaultCase("joint_qd_reassigned_numpy_after_steps", "raises", "joint_qd", _C),
-    FaultCase("dt_zero", "raises", "dt", _B),
-    FaultCase("dt_negative", "raises", "dt", _B),
-    FaultCase("dt_nan", "raises", "dt", _B),
-    FaultCase("dt_inf", "raises", "dt", _B),
-    FaultCase("dt_string", "raises", "dt", _B),
-    FaultCase("dt_huge", "survives", "", _B),
+    FaultCase("dt_zero", "raises", "dt", _A),
+    FaultCase("dt_negative", "raises", "dt", _A),
+    FaultCase("dt_nan", "raises", "dt", _A),
+    FaultCase("dt_inf", "raises", "dt", _A),
+    FaultCase("dt_string", "raises", "dt", _A),
+    FaultCase("dt_huge", "survives", "", _A),
+    FaultCase("particle_q_none", "raises", "particle_q", _P),
+    FaultCase("particle_qd_none", "raises", "particle_qd", _P),
+    FaultCase("out_particle_q_none", "raises", "particle_q", _P),
+    FaultCase("particle_q_short", "raises", "particle_q", _P),
+    FaultCase("particle_qd_long", "raises", "particle_qd", _P),
+    FaultCase("out_particle_qd_short", "raises", "particle_qd", _P),
+    FaultCase("particle_q_wrong_dtype", "raises", "particle_q", _P),
+    FaultCase("particle_qd_numpy", "raises", "particle_qd", _P),
+    FaultCase("nan_particle_q", "guarded", "", _P),
+    FaultCase("nan_particle_qd", "guarded", "", _P),
     FaultCase("nan_body_q", "guarded", "", _B),
     FaultCase("nan_body_qd", "guarded", "", _B),
     FaultCase("nan_body_f", "guarded", "", _B),
@@ -114,6 +125,9 @@ def _scene(solver_cls, kwargs, extra_boxes: int = 0):
                                                                          wp.quat_identity())))  # fmt: skip
             parent = link
         b.add_articulation(joints)
+    if "particles" in caps.features:
+        for i in range(4):
+            b.add_particle((0.3 * (i % 2) - 1.0, 0.3 * (i // 2), 0.5), (0.0, 0.0, 0.0), mass=0.01, radius=0.02)
     uses_contacts = "rigid_contacts" in caps.features and caps.collision_pipeline
     if uses_contacts:
         b.add_ground_plane()
@@ -141,7 +155,9 @@ def _run_case(case: FaultCase, solver_cls, kwargs) -> str:
 
     model, solver, pipeline = _scene(solver_cls, kwargs)
     nb = model.body_count
-    has = {"bodies": nb > 0, "chain": "hinge_2" in (model.joint_label or ()), "contacts": pipeline is not None}
+    npart = model.particle_count
+    has = {"bodies": nb > 0, "chain": "hinge_2" in (model.joint_label or ()), "contacts": pipeline is not None,
+           "particles": npart > 0, "any": nb + npart > 0}  # fmt: skip
     missing = [n for n in case.needs if not has[n]]
     if missing:
         return f"skip: the scene has no {', '.join(missing)} for this solver"
@@ -179,14 +195,20 @@ def _run_case(case: FaultCase, solver_cls, kwargs) -> str:
             args["b"] = None
         elif name == "state_in_not_a_state":
             args["a"] = {"body_q": s0.body_q}
-        elif name.endswith("_none") and field in ("body_q", "body_qd", "body_f", "joint_q", "joint_qd"):
+        elif name.endswith("_none") and field in ("body_q", "body_qd", "body_f", "joint_q", "joint_qd", "particle_q",
+                                                  "particle_qd"):  # fmt: skip
             setattr(target, field, None)
-        elif name.endswith(("_short", "_long")) and field in ("body_q", "body_qd", "joint_q", "joint_qd"):
+        elif name.endswith(("_short", "_long")) and field in ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q",
+                                                              "particle_qd"):  # fmt: skip
             arr = getattr(target, field)
             n = len(arr) + (1 if name.endswith("_long") else -1)
             setattr(target, field, wp.zeros(n, dtype=arr.dtype, device=arr.device))
         elif name == "body_q_wrong_dtype":
             s0.body_q = wp.zeros(nb, dtype=wp.vec3, device=model.device)
+        elif name == "particle_q_wrong_dtype":
+            s0.particle_q = wp.zeros(npart, dtype=wp.vec4, device=model.device)
+        elif name == "particle_qd_numpy":
+            s0.particle_qd = s0.particle_qd.numpy()
         elif name == "body_q_numpy":
             s0.body_q = s0.body_q.numpy()
         elif name == "joint_q_numpy":
@@ -252,8 +274,13 @@ def _run_case(case: FaultCase, solver_cls, kwargs) -> str:
     clean_a.assign(s0)
     solver.debug = True
     bad = float("inf") if name.startswith("inf_") else float("nan")
-    poisoned_body = 0
-    if name in ("nan_body_q", "inf_body_q", "nan_body_qd", "nan_body_f"):
+    poisoned_body, poisoned_particle = 0, -1
+    if name in ("nan_particle_q", "nan_particle_qd"):
+        poisoned_body, poisoned_particle = -1, 0
+        arr = (s0.particle_q if name == "nan_particle_q" else s0.particle_qd).numpy()
+        arr[poisoned_particle, 0] = bad
+        (s0.particle_q if name == "nan_particle_q" else s0.particle_qd).assign(arr)
+    elif name in ("nan_body_q", "inf_body_q", "nan_body_qd", "nan_body_f"):
         field = {"nan_body_q": "body_q", "inf_body_q": "body_q", "nan_body_qd": "body_qd", "nan_body_f": "body_f"}[name]
         arr = getattr(s0, field).numpy()
         arr[poisoned_body, 0] = bad
@@ -277,7 +304,7 @@ def _run_case(case: FaultCase, solver_cls, kwargs) -> str:
     except (ValueError, TypeError):
         return "ok"  # rejected as bad input before the step: also stops it where it starts
     out = _snapshot(s1)
-    for k in ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q"):
+    for k in ("body_q", "body_qd", "joint_q", "joint_qd", "particle_q", "particle_qd"):
         if k in out and not np.all(np.isfinite(out[k])):
             return f"fail: state_out.{k} holds non-finite values and debug mode raised nothing"
     # the same step from the clean copy (the poisoned input restored)
@@ -288,11 +315,16 @@ def _run_case(case: FaultCase, solver_cls, kwargs) -> str:
         control.joint_f.assign(arr)
     step(clean_a, clean_b)
     others = [i for i in range(nb) if i != poisoned_body]
-    for k, tol in (("body_q", 1.0e-3), ("body_qd", 1.0e-2)):
+    other_particles = [i for i in range(npart) if i != poisoned_particle]
+    for k, tol, idx in (("body_q", 1.0e-3, others), ("body_qd", 1.0e-2, others),
+                        ("particle_q", 1.0e-3, other_particles), ("particle_qd", 1.0e-2, other_particles)):
+        if k not in out or not idx:
+            continue
         ref, got = getattr(clean_b, k).numpy(), out[k]
-        err = float(np.abs(got[others] - ref[others]).max()) if others else 0.0
+        err = float(np.abs(got[idx] - ref[idx]).max())
         if err > tol:
-            return (f"fail: NaN in the input did not raise in debug mode and the other bodies moved differently "
+            what = "bodies" if k.startswith("body") else "particles"
+            return (f"fail: NaN in the input did not raise in debug mode and the other {what} moved differently "
                     f"from a clean step (max |{k}| difference {err:.3g}; a silent reset?)")  # fmt: skip
     return "ok"
 
