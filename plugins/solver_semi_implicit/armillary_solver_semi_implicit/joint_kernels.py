@@ -25,8 +25,13 @@ joint_attach_kd``). Everything is evaluated from the input body state (explicit 
   for orthonormal axes). D6 angular axes: ``b0`` (parent frame), then ``rot(b0, q0) b1`` and the
   child's ``b2`` for three axes, ``b0`` and the child's ``b1`` for two (a universal joint's cross).
 * BALL: anchors attached; no drive, limit or spring; ``-damping * w`` per axis and ``joint_f`` as
-  a torque in the parent anchor frame. FREE and DISTANCE (treated as FREE): no penalty force (the
-  solver applies their ``joint_f`` as a world wrench on the child). ROD is not supported.
+  a torque in the parent anchor frame. FREE: no penalty force. DISTANCE: free inside its range
+  ``[joint_limit_lower, joint_limit_upper]`` of the first linear DOF (the anchor separation ``d =
+  |e|``; a negative bound disables its side); outside it the radial limit spring-damper
+  ``(limit_ke (bound - d) - limit_kd dd) n`` (``n = e / d``, ``dd = de . n``, that DOF's
+  ``joint_limit_ke/kd``) acts on the child at its anchor, ``-f`` on the parent at its anchor (the
+  torques about the COMs from the anchor offsets). The solver applies the ``joint_f`` of FREE and
+  DISTANCE joints as a world wrench on the child. ROD is not supported.
   ``joint_target_mode``, ``joint_armature``, ``joint_friction``, effort / velocity limits and
   ``Control.joint_act`` are ignored. Disabled joints (``joint_enabled``) exert nothing. Joints
   outside articulations (loop closures) are treated like any other: full drive and limits.
@@ -39,8 +44,8 @@ Coordinates are derived from the body state: linear ones are the child anchor's 
 parent anchor frame projected on the axes (rates from ``de``); angles are principal values in
 ``[-pi, pi)`` of the relative rotation (twist about the axis; D6: successive rotations, decoded as
 ``armillary.eval_ik`` does), independent of the quaternion sign; ``rest_q - q`` and ``target_q -
-q`` are not wrapped (rest or target coordinates beyond pi act as preload), as the Articulations
-page states. One exception, kept to match the reference: the drive and the limits of a REVOLUTE
+q`` are not wrapped (rest or target coordinates beyond pi act as preload), by design. One
+exception, kept to match the reference: the drive and the limits of a REVOLUTE
 or single-angular-axis D6 joint use ``q = 2 atan2(a . v, w)`` of the relative quaternion ``(v, w)``
 as it is (range ``(-2 pi, 2 pi]``), which runs on continuously past pi while body quaternions
 evolve continuously (the integrator never flips their sign) but depends on the sign of
@@ -354,6 +359,25 @@ def dof_wrench(n_lin: int, n_ang: int, ds: int, joint_axis: wp.array(dtype=wp.ve
 
 
 @wp.func
+def distance_limit_force(k: JointKinematics, R_wp: wp.quat, axis: wp.vec3, lower: float, upper: float,
+                         limit_ke: float, limit_kd: float) -> wp.vec3:  # fmt: skip
+    """World force on the child at its anchor from a DISTANCE joint's range ``[lower, upper]`` (a negative
+    bound disables its side): ``(limit_ke (bound - d) - limit_kd dd) n`` outside the range, with ``d = |e|``,
+    ``n = e / d`` and ``dd = de . n``; zero inside. Anchors closer than 1e-9 m push along ``axis``
+    (the joint's first linear axis, parent anchor frame)."""
+    d = wp.length(k.e)
+    n = wp.quat_rotate(R_wp, axis)
+    if d > 1.0e-9:
+        n = k.e / d
+    f = float(0.0)
+    if upper >= 0.0 and d > upper:
+        f = limit_ke * (upper - d) - limit_kd * wp.dot(k.de, n)
+    elif lower >= 0.0 and d < lower:
+        f = limit_ke * (lower - d) - limit_kd * wp.dot(k.de, n)
+    return n * f
+
+
+@wp.func
 def apply_joint_wrench(body_f: wp.array(dtype=wp.spatial_vector), p: int, c: int, k: JointKinematics, F: wp.vec3,
                        T: wp.vec3):  # fmt: skip
     """Force ``F`` at the child anchor and torque ``T`` on the child; the opposite on the parent at its anchor."""
@@ -404,7 +428,7 @@ def eval_joint_forces_kernel(
     jt = joint_type[j]
     if not joint_enabled[j]:
         return
-    if jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
+    if jt == JT_FREE or jt == JT_ROD:
         return
     p = joint_parent[j]
     c = joint_child[j]
@@ -412,6 +436,12 @@ def eval_joint_forces_kernel(
     R_wp = wp.transform_get_rotation(k.X_wp)
     qs = joint_q_start[j]
     ds = joint_qd_start[j]
+    if jt == JT_DISTANCE:
+        # range of the anchor separation (limits of the first linear DOF); free inside it
+        F = distance_limit_force(k, R_wp, joint_axis[ds], joint_limit_lower[ds], joint_limit_upper[ds],
+                                 joint_limit_ke[ds], joint_limit_kd[ds])  # fmt: skip
+        apply_joint_wrench(body_f, p, c, k, F, wp.vec3(0.0))
+        return
     n_lin, n_ang = joint_dims(jt, j, joint_dof_dim)
     ql, vl, qa, va = scalar_coords(jt, n_lin, n_ang, ds, joint_axis, k)
     # drives and limits of a single angular axis see the raw angle (see the module docs)

@@ -72,9 +72,10 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
       ``body_q`` / ``body_qd`` unchanged (they are not advanced by their twist: write the pose
       you prescribe every step). Contact and joint forces on them are computed like on any
       body, so contacts against kinematic bodies are as soft as other contacts (they are not
-      made infinite-mass colliders inside the contact model; the specification states this).
+      made infinite-mass colliders inside the contact model, by design).
     * joints (``joint_kernels``): spring-dampers between the joint frames
-      (``joint_attach_ke/kd``), drives, passive springs, limit springs and mimic couplings
+      (``joint_attach_ke/kd``), drives, passive springs, limit springs, the range of DISTANCE
+      joints (a radial limit spring-damper on the anchor separation) and mimic couplings
       (``joint_mimic_ke/kd``); ``joint_q`` / ``joint_qd`` of ``state_out`` are recovered from the
       new body state (principal angles, no winding).
     * rigid contacts (``contacts`` from the core collision pipeline): per contact the normal
@@ -241,7 +242,8 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
                     free_dof[child[j]] = qd_start[j]
             mimic = getattr(model, "joint_mimic_joint", None)
             has_mimic = mimic is not None and bool(np.any(mimic.numpy() >= 0))
-            self._joint_pass = bool(np.any(~free_like & enabled)) or has_mimic
+            # every enabled joint but FREE needs the pass (DISTANCE: its range)
+            self._joint_pass = bool(np.any((jt != int(JointType.FREE)) & enabled)) or has_mimic
         self._body_free_dof = wp.array(free_dof, dtype=wp.int32, device=self.device)
         self._launches.clear()
 

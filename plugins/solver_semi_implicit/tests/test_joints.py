@@ -408,7 +408,8 @@ def test_mimic_follower_coupling_and_reference_reaction():
 
 
 def test_disabled_free_distance_and_empty_models():
-    """Disabled joints, FREE and DISTANCE joints get no penalty force; a model without joints launches nothing."""
+    """Disabled joints, FREE joints and DISTANCE joints inside their range get no penalty force; a model
+    without joints launches nothing."""
     for case_kw in ({"enabled": False}, None):
         b = armillary.ModelBuilder(gravity=(0.0, 0.0, 0.0))
         c = b.add_link()

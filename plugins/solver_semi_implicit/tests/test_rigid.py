@@ -159,7 +159,7 @@ def test_body_f_is_a_world_wrench_at_the_com():
 
 @pytest.mark.parametrize("kind", ["free", "distance"])
 def test_joint_f_on_free_and_distance_joints(kind):
-    """Control.joint_f of a FREE (or DISTANCE, treated as FREE) joint is a world wrench at the child COM;
+    """Control.joint_f of a FREE (or DISTANCE, here inside its range) joint is a world wrench at the child COM;
     the parent body gets nothing. Reference (FREE child of a free parent, 2 kg, I = 0.01, COM offset
     (0.1, 0, 0), joint_f = (1, 2, 3, 0.1, 0.2, 0.3), dt 0.1, no gravity): child twist (0.05, 0.1,
     0.15, 1, 2, 3), parent at rest."""

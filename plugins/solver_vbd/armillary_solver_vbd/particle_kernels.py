@@ -1,9 +1,10 @@
 """Warp kernels of the particle half of SolverVBD (vertex block descent, Chen et al. 2024).
 
 Every vertex solve gathers, from per-vertex adjacency lists built on the host (triangles, bending
-edges, tetrahedra, springs, attachments) and per-step contact lists (body contacts, self-contact
-pairs), the force and 3x3 Hessian of the incremental potential on its own position, then takes one
-guarded Newton step. No atomics in the solve: a vertex writes only its own position.
+edges, tetrahedra, springs, attachments) and per-step contact lists (body contacts,
+particle-particle candidates, self-contact pairs), the force and 3x3 Hessian of the incremental
+potential on its own position, then takes one guarded Newton step. No atomics in the solve: a
+vertex writes only its own position.
 """
 
 from __future__ import annotations
@@ -519,6 +520,122 @@ def self_contact_add(
     return f + w * ff, H + (w * w) * Hf
 
 
+# --------------------------------------------------------------------------- particle-particle contacts
+@wp.func
+def particle_pair_add(
+    diff: wp.vec3,
+    diff_prev: wp.vec3,
+    rsum: float,
+    dx_rel: wp.vec3,
+    ke: float,
+    kd: float,
+    mu: float,
+    cohesion: float,
+    eps_u: float,
+    dt: float,
+    f: wp.vec3,
+    H: wp.mat33,
+):
+    """Contact of the vertex with another particle at ``diff = x_v - x_u`` (``diff_prev`` at the start
+    of the step; radii sum ``rsum``), ``dx_rel`` their relative displacement over the step. Gap
+    ``c = |diff| - rsum``, penetration ``p = max(-c, 0)``; within ``c <= max(cohesion, 0)``: the
+    force ``-ke c`` along ``n = diff / |diff|`` (repulsive overlap, attractive in the cohesion band),
+    damping ``kd / dt`` times the penetration gained over the step (``kd`` [N s/m] on the approach
+    speed once in contact; continuous as contact begins, so the two particles' Gauss-Seidel
+    updates agree and momentum is conserved), IPC-smoothed friction with the normal force
+    ``mu ke p``. Hessian: ``ke n n^T`` (the PSD part) plus the damping and friction terms."""
+    dist = wp.length(diff)
+    c = dist - rsum
+    if c > wp.max(cohesion, 0.0) or dist < 1.0e-12:
+        return f, H
+    n = diff / dist
+    nn = outer3(n, n)
+    f = f - (ke * c) * n
+    H = H + ke * nn
+    pen = wp.max(-c, 0.0)
+    gained = pen - wp.max(rsum - wp.length(diff_prev), 0.0)
+    if kd > 0.0 and pen > 0.0 and gained > 0.0:
+        f = f + (kd / dt * gained) * n
+        H = H + (kd / dt) * nn
+    vn = wp.dot(n, dx_rel)
+    f, H = friction_term(mu * ke * pen, dx_rel - vn * n, n, eps_u, f, H)
+    return f, H
+
+
+@wp.kernel
+def pp_motion_bound_kernel(
+    x_prev: wp.array(dtype=wp.vec3),
+    y: wp.array(dtype=wp.vec3),
+    bound: wp.array(dtype=float),
+):
+    """``bound[0] = max |y - x_prev|``: the largest predicted displacement of the step (zero it first)."""
+    v = wp.tid()
+    wp.atomic_max(bound, 0, wp.length(y[v] - x_prev[v]))
+
+
+@wp.kernel
+def pp_detect_kernel(
+    grid: wp.uint64,
+    x_prev: wp.array(dtype=wp.vec3),
+    y: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    flags: wp.array(dtype=wp.int32),
+    world: wp.array(dtype=wp.int32),
+    in_element: wp.array(dtype=wp.int32),
+    max_radius: float,
+    cohesion: float,
+    bound: wp.array(dtype=float),
+    capacity: int,
+    pp_count: wp.array(dtype=wp.int32),
+    pp_list: wp.array(dtype=wp.int32),
+    pp_gap: wp.array(dtype=float),
+):
+    """Particle-particle candidates of each free particle at the start of the step: ACTIVE particles
+    of the same world (or world -1), not both used by elements (springs, triangles, bending edges,
+    tetrahedra: those pairs are self-contact's), whose gap ``|x_v - x_u| - r_v - r_u`` is at most
+    ``max(cohesion, 0) + 2 (d_v + d_u)`` (``d``: predicted displacement of the step). Keeps the
+    ``capacity`` nearest."""
+    v = wp.tid()
+    pp_count[v] = 0
+    if not is_free(v, inv_mass, flags):
+        return
+    xv = x_prev[v]
+    rv = radius[v]
+    dv = wp.length(y[v] - xv)
+    wv = world[v]
+    coh = wp.max(cohesion, 0.0)
+    query = wp.hash_grid_query(grid, xv, rv + max_radius + coh + 2.0 * (dv + bound[0]))
+    u = int(0)
+    n = int(0)
+    while wp.hash_grid_query_next(query, u):
+        if u == v or (flags[u] & PARTICLE_ACTIVE) == 0:
+            continue
+        if in_element[v] != 0 and in_element[u] != 0:
+            continue
+        wu = world[u]
+        if not (wv < 0 or wu < 0 or wv == wu):
+            continue
+        xu = x_prev[u]
+        gap = wp.length(xv - xu) - rv - radius[u]
+        if gap > coh + 2.0 * (dv + wp.length(y[u] - xu)):
+            continue
+        if n < capacity:
+            pp_list[v * capacity + n] = u
+            pp_gap[v * capacity + n] = gap
+            n = n + 1
+        else:
+            # full: replace the farthest candidate if this one is nearer
+            far = int(0)
+            for k in range(1, capacity):
+                if pp_gap[v * capacity + k] > pp_gap[v * capacity + far]:
+                    far = k
+            if gap < pp_gap[v * capacity + far]:
+                pp_list[v * capacity + far] = u
+                pp_gap[v * capacity + far] = gap
+    pp_count[v] = n
+
+
 # --------------------------------------------------------------------------- the vertex solve
 @wp.kernel
 def solve_kernel(
@@ -611,6 +728,14 @@ def solve_kernel(
     sc_eps: float,
     x_detect: wp.array(dtype=wp.vec3),
     sc_bound: float,
+    # particle-particle contacts
+    pp_capacity: int,
+    pp_count: wp.array(dtype=wp.int32),
+    pp_list: wp.array(dtype=wp.int32),
+    pp_ke: float,
+    pp_kd: float,
+    pp_mu: float,
+    pp_cohesion: float,
 ):
     v = order[offset + wp.tid()]
     if not is_free(v, inv_mass, flags):
@@ -649,6 +774,15 @@ def solve_kernel(
                                  contact_ke, contact_kd, contact_mu, eps_u)  # fmt: skip
         f = f + fc
         H = H + Hc
+
+    # particle-particle contacts
+    if pp_capacity > 0:  # 0: none this step (the arrays are placeholders)
+        npp = wp.min(pp_count[v], pp_capacity)
+        for k in range(npp):
+            u = pp_list[v * pp_capacity + k]
+            f, H = particle_pair_add(xv - x[u], x_prev[v] - x_prev[u], radius[v] + radius[u],
+                                     dxv - (x[u] - x_prev[u]), pp_ke, pp_kd, pp_mu, pp_cohesion, eps_u, dt, f,
+                                     H)  # fmt: skip
 
     # attachments
     for k in range(adj_att_off[v], adj_att_off[v + 1]):

@@ -23,7 +23,8 @@ Energies (per vertex force and Hessian): triangle membrane StVK (``tri_ke``/``tr
 ``ke * L0 / 2 (theta - theta0)^2``; springs ``k/2 (l - L)^2`` (projected Hessian); tetrahedra
 stable neo-Hookean ``mu/2 (I_C - 3) - mu (J - 1) + lambda/2 (J - 1)^2``; particle-shape contacts
 ``ke/2 d^2`` with IPC-smoothed friction (slip smoothing ``friction_epsilon * dt`` of relative
-displacement); particle-body attachments as springs to the body point (infinite stiffness:
+displacement); particle-particle contacts (below); particle-body attachments as springs to the
+body point (infinite stiffness:
 ``1e3 x`` the largest finite one, or ``1e6`` N/m). On the CPU one launch over the colour-ordered
 vertex list is an exact Gauss-Seidel sweep; on CUDA one launch per colour
 (``_sequential_cpu_sweep = False`` forces that path on the CPU).
@@ -39,6 +40,16 @@ sweeping the coefficient on the same scene; ``tests/test_reference_parity.py`` p
 - contacts: stiffness ``(soft_contact_ke + shape_material_ke) / 2`` [N/m], damping
   ``(soft_contact_kd + shape_material_kd) / 2`` [N s/m] on the approach speed (while the gap
   closes), friction ``mu = sqrt(soft_contact_mu * shape_material_mu)``.
+
+Particle-particle contacts (``Model.particle_ke/kd/mu/cohesion``, read at every step; none when
+``particle_ke`` and ``particle_kd`` are both 0): between ACTIVE particles of the same world (or
+world -1) unless both are used by elements (springs, triangles, bending edges, tetrahedra: those
+pairs are self-contact's). Candidates once per step (``begin_step``): a ``wp.HashGrid`` over the
+start positions, pairs whose gap is at most ``max(cohesion, 0) + 2 (d_v + d_u)`` (``d``: each
+particle's predicted displacement of the step), the ``PP_CAPACITY`` nearest per particle. In the
+vertex solve each pair adds ``-ke c n`` (gap ``c = |x_v - x_u| - r_v - r_u <= max(cohesion, 0)``),
+damping ``kd / dt`` times the penetration gained over the step, and IPC-smoothed friction
+``mu ke max(-c, 0)``, with their 3x3 Hessians (:func:`particle_kernels.particle_pair_add`).
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ from . import particle_kernels as K
 from .self_contact import SelfContactDetector, _csr
 
 CONTACT_CAPACITY = 8  # body contacts kept per particle per step
+PP_CAPACITY = 16  # particle-particle candidates kept per particle per step (the nearest)
 
 
 def _n(model, name):
@@ -93,6 +105,9 @@ class ParticleVBD:
         self._zero_count = wp.zeros(1, dtype=wp.int32, device=dev)
         self._sc = SelfContactDetector(model, self_contact, dev) if self_contact is not None else None
         self._launches = None
+        self._grid = None
+        self._pp = False
+        self._pp_on = False  # candidates detected this step
         self.refresh(0)
 
     # ------------------------------------------------------------------ host-side setup
@@ -176,6 +191,24 @@ class ParticleVBD:
         if self.shape_mu is None or self.shape_ke is None or self.shape_kd is None or _n(m, "shape_count") == 0:
             # no per-shape material: the model's soft_contact_* values alone
             self.shape_mu = self.shape_ke = self.shape_kd = wp.zeros(0, dtype=float, device=dev)
+        # particle-particle contacts: particles not used by elements, with each other and with element particles
+        used = np.zeros(N, dtype=bool)
+        for name, count in (("tri_indices", "tri_count"), ("edge_indices", "edge_count"), ("tet_indices", "tet_count"),
+                            ("spring_indices", "spring_count")):  # fmt: skip
+            if _n(m, count):
+                idx = getattr(m, name).numpy().reshape(-1).astype(np.int64)
+                used[idx[(idx >= 0) & (idx < N)]] = True
+        radius = m.particle_radius.numpy() if N else np.zeros(0)
+        self.max_radius = float(radius.max()) if N else 0.0
+        self._pp = N > 1 and self.max_radius > 0.0 and not bool(used.all())
+        if self._pp:
+            if self._grid is None:
+                self._grid = wp.HashGrid(64, 64, 64, device=dev)
+            self.in_element = wp.array(used.astype(np.int32), dtype=wp.int32, device=dev)
+            self.pp_count = wp.zeros(N, dtype=wp.int32, device=dev)
+            self.pp_list = wp.zeros(N * PP_CAPACITY, dtype=wp.int32, device=dev)
+            self.pp_gap = wp.zeros(N * PP_CAPACITY, dtype=float, device=dev)
+            self.pp_bound = wp.zeros(1, dtype=float, device=dev)
         self.contact_ke = float(getattr(m, "soft_contact_ke", 1.0e3))
         self.contact_kd = float(getattr(m, "soft_contact_kd", 0.0))
         self.contact_mu = float(getattr(m, "soft_contact_mu", 0.5))
@@ -193,10 +226,34 @@ class ParticleVBD:
             wp.launch(K.bucket_contacts_kernel, dim=contacts.soft_contact_max,
                       inputs=[contacts.soft_contact_count, contacts.soft_contact_particle, CONTACT_CAPACITY],
                       outputs=[self.contact_count, self.contact_list], device=self.device)  # fmt: skip
+        self._pp_on = False
+        if self._pp:
+            ke, kd, _, cohesion = self._pp_params()
+            if ke > 0.0 or kd > 0.0:
+                self._detect_pairs(cohesion)
         if self._sc is not None:
             self._sc.detect(self.x_prev)
             wp.launch(K.truncate_initial_kernel, dim=self.N, inputs=[self.x, self._sc.x_detect, self._sc.bound],
                       device=self.device)  # fmt: skip
+
+    def _pp_params(self):
+        """``(particle_ke, particle_kd, particle_mu, particle_cohesion)`` of the model (read every step)."""
+        m = self.model
+        return tuple(float(getattr(m, name, 0.0) or 0.0)
+                     for name in ("particle_ke", "particle_kd", "particle_mu", "particle_cohesion"))  # fmt: skip
+
+    def _detect_pairs(self, cohesion: float) -> None:
+        """Particle-particle candidates of the step from the start positions (``K.pp_detect_kernel``)."""
+        m, dev = self.model, self.device
+        self.pp_bound.zero_()
+        wp.launch(K.pp_motion_bound_kernel, dim=self.N, inputs=[self.x_prev, self.y], outputs=[self.pp_bound],
+                  device=dev)  # fmt: skip
+        self._grid.build(self.x_prev, radius=2.0 * self.max_radius + max(cohesion, 0.0))
+        wp.launch(K.pp_detect_kernel, dim=self.N,
+                  inputs=[self._grid.id, self.x_prev, self.y, m.particle_radius, m.particle_inv_mass, m.particle_flags,
+                          m.particle_world, self.in_element, self.max_radius, cohesion, self.pp_bound, PP_CAPACITY],
+                  outputs=[self.pp_count, self.pp_list, self.pp_gap], device=dev)  # fmt: skip
+        self._pp_on = True
 
     def _contact_arrays(self, contacts):
         if contacts is None or int(getattr(contacts, "soft_contact_max", 0) or 0) == 0:
@@ -228,6 +285,11 @@ class ParticleVBD:
             e2 = self._empty_i2
             sc_args = [0, e2, e2, ei, ei, ei, ei, 1, ei, ei, 1, ei, ei, 1, ei, ei, 0.0, 0.0, 0.0, 0.0, 0.0,
                        self._empty_v, 0.0]  # fmt: skip
+        if self._pp_on:
+            pp_ke, pp_kd, pp_mu, pp_coh = self._pp_params()
+            pp_args = [PP_CAPACITY, self.pp_count, self.pp_list, pp_ke, pp_kd, pp_mu, pp_coh]
+        else:
+            pp_args = [0, self._empty_i, self._empty_i, 0.0, 0.0, 0.0, 0.0]
         order = self._order_reversed if self._reverse_within_colour else self.order
         for off, cnt in self.sweeps:  # one launch per colour (CUDA), or one for all (CPU)
             wp.launch(K.solve_kernel, dim=cnt,
@@ -242,7 +304,7 @@ class ParticleVBD:
                               self.shape_body, self.shape_ke, self.shape_kd, self.shape_mu, body_q, body_q_prev,
                               self.contact_ke, self.contact_kd, self.contact_mu, eps_u,
                               self.att_off, self.att_adj, self.att_body, self.att_point, self.att_ke, self.att_kd,
-                              self.att_enabled, *sc_args],
+                              self.att_enabled, *sc_args, *pp_args],
                       device=self.device)  # fmt: skip
 
     @property

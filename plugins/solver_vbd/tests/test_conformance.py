@@ -1,7 +1,5 @@
 """armillary's conformance kit against SolverVBD."""
 
-import pytest
-
 import armillary.testing
 from armillary.testing import Tolerances
 
@@ -18,8 +16,3 @@ class TestConformance(armillary.testing.SolverConformance):
         b.color()  # VBD solves colour by colour
         return b.finalize(device=self.device)
 
-    # Known defect, kept visible (strict): a particle dropped on a fixed particle passes through it
-    # (particle-shape contacts work: the ground check passes).
-    @pytest.mark.xfail(strict=True, reason="SolverVBD does not resolve particle-particle contacts yet")
-    def test_particle_particle_contacts(self):  # a new function: marking the kit's own would mark it for every solver
-        super().test_particle_particle_contacts()
