@@ -15,6 +15,16 @@ child's COM (the ``Control.joint_f`` convention). For a root free joint the two 
 All functions read ``state.body_q`` (call :func:`~armillary.eval_fk` first) and
 ``state.joint_q`` / ``state.joint_qd``; they allocate scratch buffers on the first call for
 a model and reuse them, so later calls do not allocate or synchronize.
+
+Differentiable through ``wp.Tape`` (with respect to ``body_q``, ``joint_q``, ``joint_qd``,
+``joint_qdd`` and the model's inertial and joint arrays): while a tape records, each call writes
+its intermediates (motion subspaces, composite inertias, velocities, accelerations, forces) into
+fresh arrays with gradients instead of the shared scratch, so that later calls on the same tape
+cannot overwrite what its adjoint re-reads: 240 bytes per body and 24 per DOF per call, twice
+that with the gradients. Outputs allocated here get ``requires_grad`` when the model or state
+has it or a tape records. The kernels visit ancestors through the topology cache's ancestor
+lists (no ``while`` walk) and carry nothing across the iterations of a dynamic loop, the two
+patterns whose Warp adjoints are wrong.
 """
 
 from __future__ import annotations
@@ -27,10 +37,21 @@ from .array_checks import expect_array
 from .enums import JointType
 from .exceptions import warn_deprecated
 from .kinematics import _as_bool_array, topology
+from ..launch import tape_recording
 
 __all__ = ["eval_mass_matrix", "eval_jacobian", "eval_inverse_dynamics_passive", "eval_inverse_dynamics_force"]
 
 MISSING_OUTPUT_MESSAGE = "At least one inverse-dynamics output must be provided."
+
+
+def _work_arrays(model, requires_grad: bool = False) -> dict:
+    dev = model.device
+    nb = max(int(model.body_count), 1)
+    nd = max(int(model.joint_dof_count), 1)
+    return {name: wp.zeros(n, dtype=dtype, device=dev, requires_grad=requires_grad)
+            for name, n, dtype in (("S", nd, wp.spatial_vector), ("Ic", nb, wp.spatial_matrix),
+                                   ("V", nb, wp.spatial_vector), ("A", nb, wp.spatial_vector),
+                                   ("F", nb, wp.spatial_vector), ("Fg", nb, wp.spatial_vector))}  # fmt: skip
 
 
 def _scratch(model):
@@ -38,21 +59,35 @@ def _scratch(model):
     s = topo.scratch.get("dynamics")
     if s is None:
         dev = model.device
-        nb = max(int(model.body_count), 1)
         nd = max(int(model.joint_dof_count), 1)
-        s = {
-            "S": wp.zeros(nd, dtype=wp.spatial_vector, device=dev),
-            "Ic": wp.zeros(nb, dtype=wp.spatial_matrix, device=dev),
-            "V": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
-            "A": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
-            "F": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
-            "Fg": wp.zeros(nb, dtype=wp.spatial_vector, device=dev),
+        s = _work_arrays(model)
+        s.update({
             "dummy_dof": wp.zeros(1, dtype=wp.float32, device=dev),
             "zero_armature": wp.zeros(nd, dtype=wp.float32, device=dev),
             "dummy_H": wp.zeros((1, 1, 1), dtype=wp.float32, device=dev),
-        }
+        })  # fmt: skip
         topo.scratch["dynamics"] = s
     return s
+
+
+def _wants_grad(model, state) -> bool:
+    """Whether an output allocated here gets ``requires_grad``: the model or state has it, or a tape records."""
+    return bool(getattr(model, "requires_grad", False) or getattr(state, "requires_grad", False) or tape_recording())
+
+
+def _work(model, **given) -> dict:
+    """The intermediate arrays of one call: the cached scratch, or while a ``wp.Tape`` records,
+    fresh ones with ``requires_grad`` (per-call storage: a later call on the same tape must not
+    overwrite what the adjoint of an earlier one re-reads; 240 bytes per body and 24 per DOF,
+    twice that with the gradients). ``given`` scratch arrays (``S``, ``Ic``) are used unless a tape
+    records and they lack ``requires_grad`` (writing through them would cut the gradient)."""
+    if tape_recording():
+        work = _work_arrays(model, requires_grad=True)
+        work.update({k: v for k, v in given.items() if v is not None and v.requires_grad})
+        return work
+    work = dict(_scratch(model))
+    work.update({k: v for k, v in given.items() if v is not None})
+    return work
 
 
 def _has_rod(model) -> bool:
@@ -141,9 +176,11 @@ def _gravity(model, want_g, fn):
 
 def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=None, Ic=None, fn="dynamics"):
     s = _scratch(model)
+    w = _work(model, S=S, Ic=Ic)
     armature, present = _armature(model)
     gravity, joint_world = _gravity(model, g is not None, fn)
     topo = topology(model)
+    anc_start, anc_joints = topo.ancestors()
     wp.launch(
         dk.dynamics_kernel,
         dim=int(model.articulation_count),
@@ -151,10 +188,10 @@ def _launch_dynamics(model, state, mode, mask_arr, H, g, c, armature_scale, S=No
             model.articulation_start, model.articulation_end, int(model.articulation_count), mode, mask_arr,
             topo.joint_order, model.joint_type, model.joint_parent, model.joint_child, model.joint_ancestor,
             model.joint_articulation, joint_world, model.joint_X_p, model.joint_X_c, model.joint_q_start,
-            model.joint_qd_start, model.joint_dof_dim, model.joint_axis, armature, state.body_q,
+            model.joint_qd_start, model.joint_dof_dim, model.joint_axis, armature, anc_start, anc_joints, state.body_q,
             model.body_com, model.body_mass, model.body_inertia, gravity, state.joint_q, state.joint_qd,
             int(H is not None), int(g is not None), int(c is not None), float(armature_scale * present),
-            s["S"] if S is None else S, s["Ic"] if Ic is None else Ic, s["V"], s["A"], s["F"], s["Fg"],
+            w["S"], w["Ic"], w["V"], w["A"], w["F"], w["Fg"],
         ],
         outputs=[
             s["dummy_H"] if H is None else H, s["dummy_dof"] if g is None else g, s["dummy_dof"] if c is None else c,
@@ -176,10 +213,13 @@ def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None
         model: the model.
         state: state with ``body_q`` consistent with ``joint_q`` (see :func:`~armillary.eval_fk`).
         H: optional output, float32 ``(articulation_count, max_dofs_per_articulation,
-            max_dofs_per_articulation)``; allocated when ``None``. Padding is zero.
+            max_dofs_per_articulation)``; allocated when ``None`` (with ``requires_grad`` when
+            the model or state has it or a ``wp.Tape`` records). Padding is zero.
         J: optional Jacobian ``(articulation_count, 6 * max_joints_per_articulation, max_dofs)``.
         body_I_s: optional scratch ``wp.spatial_matrix`` array of shape ``(body_count,)``.
         joint_S_s: optional scratch ``wp.spatial_vector`` array of shape ``(joint_dof_count,)``.
+            While a ``wp.Tape`` records, a scratch array without ``requires_grad`` is left alone
+            (fresh arrays with gradients are used: see the module documentation).
         mask: optional bool ``(articulation_count,)``; unselected blocks are zero.
         include_armature: deprecated; ``False`` omits the armature (with a ``DeprecationWarning``).
 
@@ -200,7 +240,7 @@ def eval_mass_matrix(model, state, H=None, J=None, body_I_s=None, joint_S_s=None
     _check_state_arrays(state, fn, model=model)
     shape = _mass_matrix_shape(model)
     if H is None:
-        H = wp.zeros(shape, dtype=wp.float32, device=model.device)
+        H = wp.zeros(shape, dtype=wp.float32, device=model.device, requires_grad=_wants_grad(model, state))
     else:
         _check_array(H, shape, "H", fn, model)
     if body_I_s is not None:
@@ -236,7 +276,8 @@ def eval_jacobian(model, state, J=None, joint_S_s=None, mask=None):
 
     Args:
         J: optional output, float32 ``(articulation_count, 6 * max_joints_per_articulation,
-            max_dofs_per_articulation)``; allocated when ``None``.
+            max_dofs_per_articulation)``; allocated when ``None`` (with
+            ``requires_grad`` as for ``H`` in :func:`eval_mass_matrix`).
         joint_S_s: optional scratch ``wp.spatial_vector`` array ``(joint_dof_count,)``.
         mask: optional bool ``(articulation_count,)``; unselected blocks are zero.
 
@@ -251,20 +292,21 @@ def eval_jacobian(model, state, J=None, joint_S_s=None, mask=None):
     _check_state_arrays(state, fn, model=model)
     shape = _jacobian_shape(model)
     if J is None:
-        J = wp.zeros(shape, dtype=wp.float32, device=model.device)
+        J = wp.zeros(shape, dtype=wp.float32, device=model.device, requires_grad=_wants_grad(model, state))
     else:
         _check_array(J, shape, "J", fn, model)
     if joint_S_s is not None:
         _check_array(joint_S_s, (model.joint_dof_count,), "joint_S_s", fn, model, wp.spatial_vector)
-    S = _scratch(model)["S"] if joint_S_s is None else joint_S_s
+    S = _work(model, S=joint_S_s)["S"]
     topo = topology(model)
+    anc_start, anc_joints = topo.ancestors()
     wp.launch(
         dk.jacobian_kernel,
         dim=int(model.articulation_count),
         inputs=[model.articulation_start, model.articulation_end, mode, mask_arr, topo.joint_order, model.joint_type,
-                model.joint_parent, model.joint_child, model.joint_ancestor, model.joint_articulation,
-                model.joint_X_p, model.joint_X_c, model.joint_q_start, model.joint_qd_start, model.joint_dof_dim,
-                model.joint_axis, state.body_q, model.body_com, state.joint_q, state.joint_qd, S],
+                model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c, model.joint_q_start,
+                model.joint_qd_start, model.joint_dof_dim, model.joint_axis, anc_start, anc_joints, state.body_q,
+                model.body_com, state.joint_q, state.joint_qd, S],
         outputs=[J],
         device=model.device,
     )  # fmt: skip

@@ -121,28 +121,32 @@ def joint_subspace(
         if with_bias != 0:
             kappa = spatial(wp.cross(v_rel, w_rel), wp.vec3(0.0))
     elif jt == JT_D6:
+        # constant trip counts (unrolled): Warp's adjoint of a value carried across the
+        # iterations of a dynamic loop would be wrong
         p_dot = wp.vec3(0.0)
-        for i in range(n_lin):
-            axis = wp.transform_vector(X_WPJ, joint_axis[ds + i])
-            s = spatial(axis, wp.vec3(0.0))
-            S[ds + i] = s
-            if with_bias != 0:
-                p_dot = p_dot + axis * joint_qd[ds + i]
-                vJ = vJ + s * joint_qd[ds + i]
+        for i in range(3):
+            if i < n_lin:
+                axis = wp.transform_vector(X_WPJ, joint_axis[ds + i])
+                s = spatial(axis, wp.vec3(0.0))
+                S[ds + i] = s
+                if with_bias != 0:
+                    p_dot = p_dot + axis * joint_qd[ds + i]
+                    vJ = vJ + s * joint_qd[ds + i]
         r = wp.quat_identity()
         w_before = wp.vec3(0.0)
-        for k in range(n_ang):
-            a = joint_axis[ds + n_lin + k]
-            b = wp.transform_vector(X_WPJ, wp.quat_rotate(r, a))
-            r = r * wp.quat_from_axis_angle(a, joint_q[qs + n_lin + k])
-            s = point_twist(p_anchor, b)
-            S[ds + n_lin + k] = s
-            if with_bias != 0:
-                qd = joint_qd[ds + n_lin + k]
-                vJ = vJ + s * qd
-                b_dot = wp.cross(w_before, b)
-                kappa = kappa + spatial(wp.cross(p_dot, b) + wp.cross(p_anchor, b_dot), b_dot) * qd
-                w_before = w_before + b * qd
+        for k in range(3):
+            if k < n_ang:
+                a = joint_axis[ds + n_lin + k]
+                b = wp.transform_vector(X_WPJ, wp.quat_rotate(r, a))
+                r = r * wp.quat_from_axis_angle(a, joint_q[qs + n_lin + k])
+                s = point_twist(p_anchor, b)
+                S[ds + n_lin + k] = s
+                if with_bias != 0:
+                    qd = joint_qd[ds + n_lin + k]
+                    vJ = vJ + s * qd
+                    b_dot = wp.cross(w_before, b)
+                    kappa = kappa + spatial(wp.cross(p_dot, b) + wp.cross(p_anchor, b_dot), b_dot) * qd
+                    w_before = w_before + b * qd
     return vJ, kappa
 
 
@@ -166,7 +170,8 @@ def assemble_mass_matrix(
     """Composite-rigid-body mass matrix of articulation ``a`` (joints ``joint_order[js:je]``, DOFs
     from ``d0``) into ``H[a]``: ``H_il = S_l . (Ic_child(i) S_i)`` along each joint's ancestor
     chain, plus ``armature_scale * joint_armature`` on the diagonal. Entries between DOFs of
-    different branches are not written (the caller zeroes ``H[a]`` first)."""
+    different branches are not written (the caller zeroes ``H[a]`` first). Not differentiable
+    (the ancestor walk is a ``while`` loop): :func:`assemble_mass_matrix_tree` is."""
     for jj in range(js, je):
         j = joint_order[jj]
         Icc = Ic[joint_child[j]]
@@ -181,6 +186,41 @@ def assemble_mass_matrix(
                     H[a, l - d0, li] = val
                 k = joint_ancestor[k]
             H[a, li, li] = H[a, li, li] + armature_scale * joint_armature[i]
+
+
+@wp.func
+def assemble_mass_matrix_tree(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    joint_child: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    anc_start: wp.array(dtype=wp.int32),
+    anc_joints: wp.array(dtype=wp.int32),
+    joint_armature: wp.array(dtype=float),
+    armature_scale: float,
+    S: wp.array(dtype=wp.spatial_vector),
+    Ic: wp.array(dtype=wp.spatial_matrix),
+    H: wp.array3d(dtype=float),
+):
+    """:func:`assemble_mass_matrix` in a differentiable form: the ancestors of each joint come from
+    the topology cache's lists (``anc_joints[anc_start[j]:anc_start[j + 1]]``: ``j``, then its
+    ancestors) instead of a ``while`` walk (Warp's adjoint does not replay a ``while`` loop, so the
+    entries written inside one get no gradient), nothing is carried across loop iterations, and
+    every entry of ``H[a]`` is written once (after the caller zeroed it)."""
+    for j in range(js, je):
+        Icc = Ic[joint_child[j]]
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            Fi = Icc * S[i]
+            li = i - d0
+            for t in range(anc_start[j], anc_start[j + 1]):
+                k = anc_joints[t]
+                for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
+                    val = wp.dot(S[l], Fi) + wp.where(l == i, armature_scale * joint_armature[i], 0.0)
+                    H[a, li, l - d0] = val
+                    if k != j:
+                        H[a, l - d0, li] = val
 
 
 @wp.kernel
@@ -204,6 +244,8 @@ def dynamics_kernel(
     joint_dof_dim: wp.array2d(dtype=wp.int32),
     joint_axis: wp.array(dtype=wp.vec3),
     joint_armature: wp.array(dtype=float),
+    anc_start: wp.array(dtype=wp.int32),
+    anc_joints: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
     body_mass: wp.array(dtype=float),
@@ -318,8 +360,8 @@ def dynamics_kernel(
 
     # composite-rigid-body mass matrix
     if want_M != 0:
-        assemble_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_ancestor, joint_articulation,
-                             joint_qd_start, joint_armature, armature_scale, S, Ic, H)  # fmt: skip
+        assemble_mass_matrix_tree(a, js, je, d0, joint_child, joint_qd_start, anc_start, anc_joints, joint_armature,
+                                  armature_scale, S, Ic, H)  # fmt: skip
 
 
 @wp.kernel
@@ -332,14 +374,14 @@ def jacobian_kernel(
     joint_type: wp.array(dtype=wp.int32),
     joint_parent: wp.array(dtype=wp.int32),
     joint_child: wp.array(dtype=wp.int32),
-    joint_ancestor: wp.array(dtype=wp.int32),
-    joint_articulation: wp.array(dtype=wp.int32),
     joint_X_p: wp.array(dtype=wp.transform),
     joint_X_c: wp.array(dtype=wp.transform),
     joint_q_start: wp.array(dtype=wp.int32),
     joint_qd_start: wp.array(dtype=wp.int32),
     joint_dof_dim: wp.array2d(dtype=wp.int32),
     joint_axis: wp.array(dtype=wp.vec3),
+    anc_start: wp.array(dtype=wp.int32),
+    anc_joints: wp.array(dtype=wp.int32),
     body_q: wp.array(dtype=wp.transform),
     body_com: wp.array(dtype=wp.vec3),
     joint_q: wp.array(dtype=float),
@@ -366,13 +408,12 @@ def jacobian_kernel(
         c = joint_child[j]
         com_c = wp.transform_point(body_q[c], body_com[c]) - origin
         row = 6 * (j - js)
-        k = j
-        while in_articulation(k, a, joint_articulation):
+        for t in range(anc_start[j], anc_start[j + 1]):  # j and its ancestors: see assemble_mass_matrix_tree
+            k = anc_joints[t]
             for i in range(joint_qd_start[k], joint_qd_start[k + 1]):
                 s = twist_at(S[i], com_c)
                 for r in range(6):
                     J[a, row + r, i - d0] = s[r]
-            k = joint_ancestor[k]
 
 
 @wp.kernel
@@ -451,24 +492,30 @@ def inverse_dynamics_force_kernel(
             for i in range(d0, d1):
                 joint_f[i] = 0.0
             return
+    # sums accumulate in joint_f (linear read-modify-writes), not in a local carried across the
+    # iterations of a dynamic loop, whose adjoint Warp would get wrong
     n = d1 - d0
     for j in range(js, je):
         ds = joint_qd_start[j]
         de = joint_qd_start[j + 1]
         for i in range(ds, de):
-            acc = float(0.0)
-            for k in range(n):
-                acc += H[a, i - d0, k] * qdd[d0 + k]
-            joint_f[i] = acc
+            joint_f[i] = 0.0
         if free_like(joint_type[j]):
             X_WPJ = joint_X_p[j]
             p = joint_parent[j]
             if p >= 0:
                 X_WPJ = body_q[p] * X_WPJ
-            f = wp.transform_vector(X_WPJ, wp.vec3(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2]))
-            t = wp.transform_vector(X_WPJ, wp.vec3(joint_f[ds + 3], joint_f[ds + 4], joint_f[ds + 5]))
-            for k in range(3):
-                joint_f[ds + k] = f[k]
-                joint_f[ds + 3 + k] = t[k]
+            r = ds - d0
+            for k in range(n):
+                qk = qdd[d0 + k]
+                f = wp.transform_vector(X_WPJ, wp.vec3(H[a, r, k], H[a, r + 1, k], H[a, r + 2, k])) * qk
+                t = wp.transform_vector(X_WPJ, wp.vec3(H[a, r + 3, k], H[a, r + 4, k], H[a, r + 5, k])) * qk
+                for e in range(3):
+                    joint_f[ds + e] = joint_f[ds + e] + f[e]
+                    joint_f[ds + 3 + e] = joint_f[ds + 3 + e] + t[e]
+        else:
+            for i in range(ds, de):
+                for k in range(n):
+                    joint_f[i] = joint_f[i] + H[a, i - d0, k] * qdd[d0 + k]
         for i in range(ds, de):
             joint_f[i] = joint_f[i] + coriolis[i] + grav[i]

@@ -10,6 +10,13 @@ Selectors (``mask`` / ``indices``) select articulations; a ``joint_mask`` select
 child bodies FK writes. Invalid selectors raise ``ValueError`` before any launch. Besides a
 one-time topology cache built on the first call for a model (host side), the functions do
 not synchronize with the device, so they can be captured in a CUDA graph once warmed up.
+
+All three are differentiable through ``wp.Tape`` (``eval_fk``: ``body_q`` / ``body_qd`` with
+respect to ``joint_q``, ``joint_qd`` and the model's joint frames and axes; ``eval_ik`` the
+reverse; ``eval_mimic`` followers with respect to leaders). ``eval_fk`` replays recorded launches
+(:class:`~armillary.launch.LaunchCache`) except while a tape records. Revolute angles from
+``eval_ik`` are principal values: their derivative does not exist where the angle wraps at
+``+-pi``.
 """
 
 from __future__ import annotations
@@ -44,6 +51,49 @@ class _Topology:
             self.sorted = bool(np.array_equal(order, np.arange(nj)))
         self.joint_order = wp.array(order, dtype=wp.int32, device=dev)
         self.scratch: dict = {}
+        self._model = model
+        self._ancestors = None
+
+    def ancestors(self):
+        """``(start, joints)`` int32 arrays (CSR): ``joints[start[j]:start[j + 1]]`` is joint ``j``
+        followed by its ancestors within its articulation, child to root (empty for joints outside
+        articulations). Lets kernels visit a joint's ancestors with a ``for`` loop instead of a
+        ``while`` walk, which Warp's adjoint does not replay. Built once, on first use."""
+        if self._ancestors is None:
+            self._ancestors = _ancestor_lists(self._model)
+        return self._ancestors
+
+
+def _ancestor_lists(model):
+    nj = int(model.joint_count)
+    dev = model.device
+    if nj == 0 or model.articulation_count == 0:
+        return wp.zeros(nj + 1, dtype=wp.int32, device=dev), wp.zeros(1, dtype=wp.int32, device=dev)
+    ancestor = model.joint_ancestor.numpy().astype(np.int64)
+    art = model.joint_articulation.numpy().astype(np.int64)
+    owner, level, joint = [], [], []
+    cur = np.arange(nj)
+    alive = art >= 0
+    depth = 0
+    while alive.any():  # one numpy pass per tree level
+        idx = np.nonzero(alive)[0]
+        owner.append(idx)
+        level.append(np.full(len(idx), depth))
+        joint.append(cur[idx])
+        nxt = ancestor[cur]
+        ok = nxt >= 0
+        ok[ok] = art[nxt[ok]] == art[ok]
+        alive = alive & ok
+        cur = np.where(ok, nxt, cur)
+        depth += 1
+        if depth > nj:  # a loop in the ancestor relation (invalid tree): stop
+            break
+    owner, level, joint = np.concatenate(owner), np.concatenate(level), np.concatenate(joint)
+    order = np.lexsort((level, owner))
+    start = np.zeros(nj + 1, dtype=np.int32)
+    np.cumsum(np.bincount(owner, minlength=nj), out=start[1:])
+    return (wp.array(start, dtype=wp.int32, device=dev),
+            wp.array(joint[order].astype(np.int32), dtype=wp.int32, device=dev))  # fmt: skip
 
 
 def _parent_first(joints: np.ndarray, parent: np.ndarray, child: np.ndarray) -> np.ndarray:

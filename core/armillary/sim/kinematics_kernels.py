@@ -155,14 +155,18 @@ def joint_relative(jtype: int, q_start: int, qd_start: int, n_lin: int, n_ang: i
         w = wp.vec3(joint_qd[qd_start + 3], joint_qd[qd_start + 4], joint_qd[qd_start + 5])
         at_com = True
     elif jtype == JT_D6:
-        for i in range(n_lin):
-            a = joint_axis[qd_start + i]
-            t = t + a * joint_q[q_start + i]
-            v = v + a * joint_qd[qd_start + i]
-        for k in range(n_ang):
-            a = joint_axis[qd_start + n_lin + k]
-            w = w + wp.quat_rotate(r, a) * joint_qd[qd_start + n_lin + k]
-            r = r * wp.quat_from_axis_angle(a, joint_q[q_start + n_lin + k])
+        # constant trip counts (unrolled): Warp's adjoint of a value carried across the
+        # iterations of a dynamic loop would be wrong
+        for i in range(3):
+            if i < n_lin:
+                a = joint_axis[qd_start + i]
+                t = t + a * joint_q[q_start + i]
+                v = v + a * joint_qd[qd_start + i]
+        for k in range(3):
+            if k < n_ang:
+                a = joint_axis[qd_start + n_lin + k]
+                w = w + wp.quat_rotate(r, a) * joint_qd[qd_start + n_lin + k]
+                r = r * wp.quat_from_axis_angle(a, joint_q[q_start + n_lin + k])
     return wp.transform(t, r), v, w, at_com
 
 

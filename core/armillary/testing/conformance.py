@@ -23,6 +23,7 @@ from ..sim.rotations import quat_rotate, quat_to_matrix
 from ..solvers.capabilities import FEATURES, Coordinates, SolverCapabilities
 from .faults import FAULT_CASES, run_fault_cases
 from .feature_checks import FeatureChecks, _axis_angle, _diag, _xform
+from .gradient_checks import GradientChecks
 
 __all__ = ["SolverConformance", "Tolerances"]
 
@@ -68,6 +69,9 @@ class Tolerances:
         restitution_abs: largest error of the rebound height ratio (``e^2``).
         cloth_stretch: largest strain of a cloth triangle edge.
         soft_volume: largest relative volume change of a soft body.
+        gradient_rel: largest relative error ``|g_ad - g_fd| / |g_fd|`` of the autodiff gradients
+            against central finite differences (float32, step 1e-2) in the gradient checks of a
+            solver declaring ``differentiable`` (see :mod:`armillary.testing.gradient_checks`).
 
     The BALL, FIXED, D6 and DISTANCE checks reuse ``pendulum_length`` (anchor
     drift as a fraction of the lever) and ``pendulum_energy``; particle
@@ -94,6 +98,7 @@ class Tolerances:
     restitution_abs: float = 0.05
     cloth_stretch: float = 0.1
     soft_volume: float = 0.05
+    gradient_rel: float = 0.02
 
 
 def _snapshot(obj) -> dict[str, bytes]:
@@ -171,7 +176,7 @@ class _Sim:
         return q[:, :3] + quat_rotate(q[:, 3:7], com)
 
 
-class SolverConformance(FeatureChecks):
+class SolverConformance(FeatureChecks, GradientChecks):
     """Subclass in one line to run the conformance suite against a solver.
 
     Class attributes:
@@ -219,6 +224,12 @@ class SolverConformance(FeatureChecks):
     ``m g`` up for a pendulum hanging at rest and zero for a free falling body.
     Every other feature and joint type has its check in
     :class:`~armillary.testing.feature_checks.FeatureChecks` (mixed in here).
+
+    Differentiability (:class:`~armillary.testing.gradient_checks.GradientChecks`, mixed in
+    here): with ``differentiable=True``, autodiff gradients through a list of states match
+    central finite differences within ``gradient_rel`` on a pendulum (REVOLUTE), a free body
+    (FREE) and a particle (``particles``), over ``gradient_steps`` steps; without it, stepping
+    under a recording tape on a model with ``requires_grad`` raises ``NotDifferentiableError``.
     """
 
     solver: ClassVar[Any] = None
@@ -236,7 +247,7 @@ class SolverConformance(FeatureChecks):
     global_world_gravity: ClassVar[bool] = True
     """How the solver moves kinematic bodies: ``"integrate"`` advances their pose by their prescribed
     twist; ``"hold"`` keeps the prescribed ``body_q`` / ``body_qd`` exactly as the script wrote them
-    (SolverSemiImplicit, as the Articulations page says), so the kit writes the pose every step."""
+    (SolverSemiImplicit), so the kit writes the pose every step."""
 
     pytestmark = [pytest.mark.conformance]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import warp as wp
+from armillary.launch import tape_recording
 
 from . import kernels
 from ._params import as_array
@@ -55,7 +56,8 @@ class Actuator:
             (clamped) effort is added into.
         control_computed_output_attr: optional attribute name of a second output array
             the raw controller effort (before clamping) is added into, e.g. for logging.
-        requires_grad: allocate the internal effort buffers with gradients.
+        requires_grad: allocate the internal effort buffers, and the float arrays of every
+            :meth:`state`, with gradients.
         label: name used in error messages (default: controller class and DOF count).
         effort_indices: indices into the output arrays; default ``indices``.
 
@@ -63,6 +65,13 @@ class Actuator:
     device. Index ranges are checked against the array lengths the first time an
     array shape is seen (``ValueError`` naming the actuator and the index); later
     steps with the same shapes do no host work beyond attribute lookups.
+
+    Differentiable (PD, PID, delay and every clamping; not the neural controllers): a step
+    recorded on a ``wp.Tape`` writes its intermediate efforts (and the delayed commands) into
+    fresh arrays with gradients, so that later steps on the same tape do not overwrite what its
+    adjoint re-reads: ``4 * n * (1 + len(clamping) + 3 * (delay is not None))`` bytes per step,
+    twice that with the gradients. Give each step its own actuator state (a list of
+    :meth:`state` objects, as for simulation states) when several steps are taped.
     """
 
     class State:
@@ -201,15 +210,52 @@ class Actuator:
         comps = [self.controller, *self.clamping] + ([self.delay] if self.delay is not None else [])
         return all(c.is_graphable() for c in comps)
 
+    def is_differentiable(self) -> bool:
+        """True when every component is (a component without ``is_differentiable`` counts as one)."""
+        comps = [self.controller, *self.clamping] + ([self.delay] if self.delay is not None else [])
+        return all(getattr(c, "is_differentiable", lambda: True)() for c in comps)
+
+    def _refuse_tape(self, arrays) -> None:
+        """Raise ``NotDifferentiableError`` when a non-differentiable actuator steps under a tape
+        that wants gradients (the actuator or one of its input arrays has ``requires_grad``)."""
+        if self.is_differentiable():
+            return
+        if not (self.requires_grad or any(isinstance(a, wp.array) and a.requires_grad for a in arrays)):
+            return
+        from armillary.solvers import NotDifferentiableError
+
+        comps = [self.controller, *self.clamping] + ([self.delay] if self.delay is not None else [])
+        bad = [type(c).__name__ for c in comps if not getattr(c, "is_differentiable", lambda: True)()]
+        raise NotDifferentiableError(
+            f"{self.label}: {', '.join(bad)} is not differentiable (inference only), but a wp.Tape records "
+            "on arrays with requires_grad: its gradients would be wrong. Step it outside the tape's `with` block"
+        )
+
     def state(self) -> Actuator.State | None:
-        """A fresh composed state (zeroed), or ``None`` when the actuator is stateless."""
+        """A fresh composed state (zeroed), or ``None`` when the actuator is stateless. With
+        ``requires_grad`` its float arrays (PID integral, delay buffers) carry gradients."""
         if not self.is_stateful():
             return None
         n, dev = self.num_actuators, self.device
-        return Actuator.State(
+        state = Actuator.State(
             controller_state=self.controller.state(n, dev) if self._controller_stateful else None,
             delay_state=self.delay.state(n, dev) if self.delay is not None else None,
         )
+        if self.requires_grad:
+            for part in (state.controller_state, state.delay_state):
+                for value in vars(part).values() if part is not None else ():
+                    if isinstance(value, wp.array) and value.dtype in (wp.float16, wp.float32, wp.float64):
+                        value.requires_grad = True
+        return state
+
+    def _efforts(self) -> tuple[wp.array, list[wp.array]]:
+        """``(controller output, output of each clamping stage)``. Untaped: the reused buffers
+        (clampings after the first work in place). Taped: fresh arrays with gradients per step."""
+        if not tape_recording():
+            return self._computed, [self._applied] * len(self.clamping)
+        n, dev = self.num_actuators, self.device
+        fresh = [wp.zeros(n, dtype=wp.float32, device=dev, requires_grad=True) for _ in range(1 + len(self.clamping))]
+        return fresh[0], fresh[1:]
 
     def sim_state(self) -> Any:
         """An empty container with the ``sim_state`` fields this actuator reads (all ``None``)."""
@@ -322,6 +368,9 @@ class Actuator:
             cur, nxt = current_act_state, next_act_state
             cstate, nstate = cur.controller_state, nxt.controller_state
 
+        if tape_recording():
+            self._refuse_tape((pos, vel, tpos, tvel, ff))
+
         # 1. delay read
         if self.delay is not None:
             c_tpos, c_tvel, c_ff = self.delay.get_delayed_targets(tpos, tvel, ff, tpos_idx, tvel_idx, cur.delay_state)
@@ -330,25 +379,26 @@ class Actuator:
             c_tpos, c_tvel, c_ff, c_tpos_idx, c_tvel_idx = tpos, tvel, ff, tpos_idx, tvel_idx
 
         # 2. controller
+        computed, stages = self._efforts()
         args = (pos, vel, c_tpos, c_tvel, c_ff, self.pos_indices, self.indices, c_tpos_idx, c_tvel_idx,
-                self._computed, cstate, dt, self.device)
+                computed, cstate, dt, self.device)
         if self._pass_next_state:
             self.controller.compute(*args, next_state=nstate)
         else:
             self.controller.compute(*args)
 
         # 3. clampings
-        src = self._computed
-        for clamp in self.clamping:
-            clamp.modify_forces(src, self._applied, pos, vel, self.pos_indices, self.indices, self.device)
-            src = self._applied
+        src = computed
+        for clamp, dst in zip(self.clamping, stages):
+            clamp.modify_forces(src, dst, pos, vel, self.pos_indices, self.indices, self.device)
+            src = dst
 
         # 4. scatter-add
         n = self.num_actuators
-        wp.launch(kernels.scatter_add_kernel, dim=n, inputs=[self._applied, self.effort_indices], outputs=[out],
+        wp.launch(kernels.scatter_add_kernel, dim=n, inputs=[src, self.effort_indices], outputs=[out],
                   device=self.device)
         if cout is not None:
-            wp.launch(kernels.scatter_add_kernel, dim=n, inputs=[self._computed, self.effort_indices],
+            wp.launch(kernels.scatter_add_kernel, dim=n, inputs=[computed, self.effort_indices],
                       outputs=[cout], device=self.device)
 
         # 5. state updates

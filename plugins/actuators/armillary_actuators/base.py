@@ -53,6 +53,12 @@ class Component:
         """True when every launch of the component can be captured in a CUDA graph."""
         return True
 
+    def is_differentiable(self) -> bool:
+        """True when gradients flow through the component's launches on a ``wp.Tape`` (an
+        :class:`~armillary_actuators.actuator.Actuator` with a component returning ``False``
+        refuses to step while a tape records on arrays with gradients). Default: ``True``."""
+        return True
+
     def check(self, num_actuators: int, label: str) -> None:
         """Raise ``ValueError`` (naming ``label`` and the parameter) when a per-actuator
         parameter's length differs from ``num_actuators``. Default: no check."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import warp as wp
+from armillary.launch import tape_recording
 
 from . import kernels
 from ._params import as_array, check_length, is_number
@@ -122,16 +123,20 @@ class Delay:
         n = self.delay_steps.shape[0]
         if self.out_pos is None or self._n != n:
             self.finalize(target_pos.device, n)
+        out_pos, out_vel, out_act = self.out_pos, self.out_vel, self.out_act
+        if tape_recording():  # per-step outputs: a later taped step must not overwrite what this one's adjoint reads
+            out_pos, out_vel, out_act = (wp.zeros(n, dtype=wp.float32, device=self._device, requires_grad=True)
+                                         for _ in range(3))  # fmt: skip
         s = current_state
         wp.launch(
             kernels.delay_read_kernel,
             dim=n,
             inputs=[target_pos, target_vel, feedforward, pos_indices, vel_indices, self.delay_steps,
                     s.buffer_pos, s.buffer_vel, s.buffer_act, s.num_pushes, s.write_idx],
-            outputs=[self.out_pos, self.out_vel, self.out_act],
+            outputs=[out_pos, out_vel, out_act],
             device=self._device,
         )
-        return self.out_pos, self.out_vel, (self.out_act if feedforward is not None else None)
+        return out_pos, out_vel, (out_act if feedforward is not None else None)
 
     def update_state(self, target_pos, target_vel, feedforward, pos_indices, vel_indices, current_state, next_state):
         """Push the current command into ``next_state`` (``current_state``'s history plus this command)."""

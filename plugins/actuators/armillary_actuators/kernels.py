@@ -106,6 +106,22 @@ def clamp_max_effort_kernel(
     dst[i] = wp.clamp(src[i], -m, m)
 
 
+@wp.func
+def table_interval(table_pos: wp.array(dtype=wp.float32), q: float) -> int:
+    """``lo`` with ``table_pos[lo] <= q < table_pos[lo + 1]`` (binary search; ``table_pos[0] < q <
+    table_pos[-1]``). A function, so that the adjoint kernel replays the search: Warp's adjoint
+    does not replay a ``while`` loop in the kernel body, and would interpolate on a stale interval."""
+    lo = int(0)
+    hi = table_pos.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if table_pos[mid] <= q:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 @wp.kernel
 def clamp_position_table_kernel(
     src: wp.array(dtype=wp.float32),
@@ -122,15 +138,8 @@ def clamp_position_table_kernel(
     if q >= table_pos[k - 1]:
         lim = table_eff[k - 1]
     elif q > table_pos[0]:
-        # binary search: table_pos[lo] <= q < table_pos[hi]
-        lo = int(0)
-        hi = k - 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if table_pos[mid] <= q:
-                lo = mid
-            else:
-                hi = mid
+        lo = table_interval(table_pos, q)
+        hi = lo + 1
         t = (q - table_pos[lo]) / (table_pos[hi] - table_pos[lo])
         lim = table_eff[lo] + t * (table_eff[hi] - table_eff[lo])
     dst[i] = wp.clamp(src[i], -lim, lim)

@@ -249,6 +249,10 @@ class _NeuralController(Controller):
         """ONNX checkpoints run as Warp kernels (graphable); Torch checkpoints do not."""
         return self.backend == "onnx"
 
+    def is_differentiable(self) -> bool:
+        """Inference only: the network kernels have no adjoint."""
+        return False
+
     def finalize(self, device, num_actuators: int) -> None:
         """Upload the weights and allocate the buffers for ``num_actuators`` on ``device``
         (called by :class:`~armillary_actuators.actuator.Actuator` at construction)."""
