@@ -25,13 +25,33 @@ step applied, from the velocities after it.
 Spatial algebra is world-frame about a per-articulation reference point ``O`` (the origin of
 the articulation's first body), as in :mod:`armillary.sim.dynamics_kernels`, whose motion
 subspace function this module reuses.
+
+Gradients: both kernels are differentiated by Warp's generated adjoints (``wp.Tape``), which
+shapes how they are written (Warp 1.19's semantics, checked by ``tests/test_gradients.py``):
+
+* a kernel's adjoint re-reads arrays at their values after the launch (stores are not replayed), so
+  every value it needs must still be there: while a tape records, the solver passes separate
+  per-step buffers where the plain step works in place (the system and its Cholesky factor; the
+  right-hand side, its forward and its back substitution; the forward kinematics of the input
+  coordinates and of the result; the step counters and contact flags, read then written). The
+  in-place updates that remain are linear accumulations (``F[p] += F[c]``, ``L += ...``, the mimic
+  folding), whose adjoints need no values;
+* the adjoint replays a kernel's straight-line code but not its dynamic loops, and re-runs the
+  functions it calls: a value a loop computes and a later line uses non-linearly comes out of a
+  function (``articulation_dofs``, ``minus_row_products``, ``column_products``, ``minus_solved``),
+  and the functions that update arrays in place have empty replays (``wp.func_replay``), or the
+  replay would apply their update a second time;
+* a ``while`` loop's adjoint is wrong: the ancestor walks are loops over the solver's per-joint
+  path table instead (``joint_path_start`` / ``joint_path``);
+* ``sqrt(0)`` has no finite adjoint: the friction gain takes the square root of a slip speed only
+  where it is positive.
 """
 
 from __future__ import annotations
 
 import warp as wp
 
-from armillary.sim.dynamics_kernels import assemble_mass_matrix, in_articulation, joint_subspace
+from armillary.sim.dynamics_kernels import in_articulation, joint_subspace
 from armillary.solvers.step_guard import report_nonfinite, transform_finite, twist_finite
 from armillary.sim.kinematics_kernels import JT_BALL, JT_DISTANCE, JT_FREE, JT_ROD, fk_joint
 from armillary.sim.spatial import (
@@ -309,12 +329,12 @@ def contact_wrench_kernel(
             kf = wp.max(kf, FRICTION_FLOOR * m_eff / contact_time)
     fn = wp.max(ke * (d - dt * vn) - kd * vn, 0.0)
     vt = v_rel - n * vn
-    vt_len = wp.sqrt(wp.dot(vt, vt) + friction_smoothing * friction_smoothing)
+    vt_len2 = wp.dot(vt, vt) + friction_smoothing * friction_smoothing
     # friction as a viscous law of gain h_t = min(kf, mu fn / |vt|): the Coulomb force at the
     # current slip, and implicit like the normal damping, so it can stop the slip but never reverse it
     h_t = float(0.0)
-    if vt_len > 0.0:
-        h_t = wp.min(kf, mu * fn / vt_len)
+    if vt_len2 > 0.0:  # (no sqrt of 0: its adjoint is not finite)
+        h_t = wp.min(kf, mu * fn / wp.sqrt(vt_len2))
     ft = -h_t * vt
     f1 = n * fn + ft
     contact_force_out[k] = f1
@@ -466,7 +486,8 @@ def rotate_by(w: wp.vec3, dt: float) -> wp.quat:
     """The rotation ``exp(dt w)`` of angular velocity ``w`` [rad/s] over ``dt`` [s]."""
     angle = wp.length(w) * dt
     if angle < 1.0e-12:
-        return wp.quat_identity()
+        # first order: the identity at w = 0, with the derivative in w that the exact map has there
+        return wp.normalize(wp.quat(0.5 * dt * w[0], 0.5 * dt * w[1], 0.5 * dt * w[2], 1.0))
     return wp.quat_from_axis_angle(wp.normalize(w), angle)
 
 
@@ -528,6 +549,97 @@ def integrate_joint(
             joint_q_out[qs + i] = joint_q_in[qs + i] + dt * qd
 
 
+@wp.func_replay(integrate_joint)
+def _integrate_joint_replay(
+    j: int,
+    dt: float,
+    joint_type: wp.array(dtype=wp.int32),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    body_com: wp.array(dtype=wp.vec3),
+    joint_q_in: wp.array(dtype=float),
+    joint_qd_new: wp.array(dtype=float),
+    joint_q_out: wp.array(dtype=float),
+    joint_qd_out: wp.array(dtype=float),
+):
+    # Replays of this module's array-writing functions (Warp runs a function's replay in the forward
+    # part of a kernel's adjoint): the outputs already hold their final values, and re-running an
+    # in-place update would apply it twice. See "Gradients" in the module docs.
+    pass
+
+
+@wp.func
+def articulation_dofs(js: int, je: int, joint_order: wp.array(dtype=wp.int32),
+                      joint_qd_start: wp.array(dtype=wp.int32)):  # fmt: skip
+    """First DOF and DOF count of the articulation made of joints ``joint_order[js:je]`` (a function,
+    not inline: Warp's adjoint replays a function's loops, not a kernel's)."""
+    d0 = joint_qd_start[joint_order[js]]
+    n = int(0)
+    for jj in range(js, je):
+        j = joint_order[jj]
+        if joint_qd_start[j] < d0:
+            d0 = joint_qd_start[j]
+        n = n + joint_qd_start[j + 1] - joint_qd_start[j]
+    return d0, n
+
+
+@wp.func
+def crba_mass_matrix(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    joint_order: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_armature: wp.array(dtype=float),
+    S: wp.array(dtype=wp.spatial_vector),
+    Ic: wp.array(dtype=wp.spatial_matrix),
+    H: wp.array3d(dtype=float),
+):
+    """Composite-rigid-body mass matrix of articulation ``a`` into ``H[a]`` (zeroed by the caller):
+    ``H_il = S_l . (Ic_child(i) S_i)`` along each joint's path to the root (``joint_path``), plus
+    ``joint_armature`` on the diagonal (the same sums, in the same order, as
+    :func:`armillary.sim.dynamics_kernels.assemble_mass_matrix`, whose ancestor walk is a
+    ``while`` loop, which Warp cannot differentiate)."""
+    for jj in range(js, je):
+        j = joint_order[jj]
+        Icc = Ic[joint_child[j]]
+        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
+            Fi = Icc * S[i]
+            li = i - d0
+            for t in range(joint_path_start[j], joint_path_start[j + 1]):
+                k = joint_path[t]
+                for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
+                    val = wp.dot(S[l], Fi)
+                    H[a, li, l - d0] = val
+                    H[a, l - d0, li] = val
+            H[a, li, li] = H[a, li, li] + joint_armature[i]
+
+
+@wp.func_replay(crba_mass_matrix)
+def _crba_mass_matrix_replay(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    joint_order: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_armature: wp.array(dtype=float),
+    S: wp.array(dtype=wp.spatial_vector),
+    Ic: wp.array(dtype=wp.spatial_matrix),
+    H: wp.array3d(dtype=float),
+):
+    pass
+
+
 @wp.func
 def reduce_system(
     a: int,
@@ -548,7 +660,8 @@ def reduce_system(
     """Mimic reduction and kinematic locking of the system ``L[a] qdd = tau`` (``tau`` only when
     ``with_tau``). A follower DOF ``f = c0 + c1 ref`` moves with its reference, so its row and column
     fold into the reference's (``T^T M T``, ``T^T tau``) and it is solved as ``qdd_f = 0``; the DOFs
-    of kinematic bodies' joints keep their prescribed velocity (``qdd = 0``)."""
+    of kinematic bodies' joints keep their prescribed velocity (``qdd = 0``). In place and linear
+    (so Warp's adjoint of the in-place updates is exact)."""
     for i in range(d0, d0 + n):
         r = dof_mimic_ref[i]
         if r >= 0:
@@ -579,31 +692,104 @@ def reduce_system(
                     tau[i] = 0.0
 
 
+@wp.func_replay(reduce_system)
+def _reduce_system_replay(
+    a: int,
+    js: int,
+    je: int,
+    d0: int,
+    n: int,
+    joint_order: wp.array(dtype=wp.int32),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    body_flags: wp.array(dtype=wp.int32),
+    dof_mimic_ref: wp.array(dtype=wp.int32),
+    dof_mimic_coeffs: wp.array(dtype=wp.vec2),
+    L: wp.array3d(dtype=float),
+    tau: wp.array(dtype=float),
+    with_tau: int,
+):
+    pass
+
+
 @wp.func
-def cholesky(a: int, n: int, L: wp.array3d(dtype=float)):
-    """Dense Cholesky ``L L^T = L[a]`` in place (lower triangle)."""
+def minus_row_products(s: float, L: wp.array3d(dtype=float), a: int, i: int, k: int, count: int) -> float:
+    """``s - sum_{m < count} L[a, i, m] L[a, k, m]``, subtracted term by term."""
+    for m in range(count):
+        s = s - L[a, i, m] * L[a, k, m]
+    return s
+
+
+@wp.func
+def cholesky(a: int, n: int, A: wp.array3d(dtype=float), Lf: wp.array3d(dtype=float)):
+    """Dense Cholesky ``Lf[a] Lf[a]^T = A[a]`` (lower triangles). ``Lf`` may be ``A`` (in place);
+    with separate arrays every ``Lf`` entry is written once, as Warp's adjoint needs."""
     for i in range(n):
         for k in range(i + 1):
-            s = L[a, i, k]
-            for m in range(k):
-                s = s - L[a, i, m] * L[a, k, m]
+            s = minus_row_products(A[a, i, k], Lf, a, i, k, k)
             if i == k:
-                L[a, i, i] = wp.sqrt(wp.max(s, 1.0e-12))
+                Lf[a, i, i] = wp.sqrt(wp.max(s, 1.0e-12))
             else:
-                L[a, i, k] = s / L[a, k, k]
+                Lf[a, i, k] = s / Lf[a, k, k]
+
+
+@wp.func_replay(cholesky)
+def _cholesky_replay(a: int, n: int, A: wp.array3d(dtype=float), Lf: wp.array3d(dtype=float)):
+    pass
 
 
 @wp.func
-def invert_lower(a: int, n: int, L: wp.array3d(dtype=float)):
-    """``L[a] <- L[a]^-1`` for a lower-triangular ``L[a]`` (the Cholesky factor), in place, column by
-    column (``n^3 / 6`` multiply-adds)."""
+def column_products(Lf: wp.array3d(dtype=float), Linv: wp.array3d(dtype=float), a: int, i: int, j: int) -> float:
+    """``sum_{j <= k < i} Lf[a, i, k] Linv[a, k, j]``."""
+    s = float(0.0)
+    for k in range(j, i):
+        s = s + Lf[a, i, k] * Linv[a, k, j]
+    return s
+
+
+@wp.func
+def invert_lower(a: int, n: int, Lf: wp.array3d(dtype=float), Linv: wp.array3d(dtype=float)):
+    """``Linv[a] = Lf[a]^-1`` for the lower-triangular Cholesky factor ``Lf[a]``, column by column
+    (``n^3 / 6`` multiply-adds); ``Linv`` may be ``Lf`` (in place)."""
     for j in range(n):
-        L[a, j, j] = 1.0 / L[a, j, j]
+        Linv[a, j, j] = 1.0 / Lf[a, j, j]
         for i in range(j + 1, n):
-            s = float(0.0)
-            for k in range(j, i):
-                s = s + L[a, i, k] * L[a, k, j]
-            L[a, i, j] = -s / L[a, i, i]
+            Linv[a, i, j] = -column_products(Lf, Linv, a, i, j) / Lf[a, i, i]
+
+
+@wp.func_replay(invert_lower)
+def _invert_lower_replay(a: int, n: int, Lf: wp.array3d(dtype=float), Linv: wp.array3d(dtype=float)):
+    pass
+
+
+@wp.func
+def mark_path(
+    j: int,
+    sign: float,
+    row: int,
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    dof_sign: wp.array2d(dtype=float),
+):
+    """Add ``sign`` to ``dof_sign[row]`` on the DOFs of joint ``j`` and its ancestors."""
+    for t in range(joint_path_start[j], joint_path_start[j + 1]):
+        k = joint_path[t]
+        for i in range(joint_qd_start[k], joint_qd_start[k + 1]):
+            dof_sign[row, i] = dof_sign[row, i] + sign
+
+
+@wp.func_replay(mark_path)
+def _mark_path_replay(
+    j: int,
+    sign: float,
+    row: int,
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    dof_sign: wp.array2d(dtype=float),
+):
+    pass
 
 
 @wp.func
@@ -611,42 +797,75 @@ def add_relative_stiffness(
     a: int,
     d0: int,
     n: int,
+    row: int,
     b0: int,
     b1: int,
     K: wp.spatial_matrix,
     body_joint: wp.array(dtype=wp.int32),
-    joint_ancestor: wp.array(dtype=wp.int32),
     joint_articulation: wp.array(dtype=wp.int32),
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
     joint_qd_start: wp.array(dtype=wp.int32),
     S: wp.array(dtype=wp.spatial_vector),
-    dof_sign: wp.array(dtype=float),
+    dof_sign: wp.array2d(dtype=float),
     L: wp.array3d(dtype=float),
 ):
     """``L[a] += (J1 - J0)^T K (J1 - J0)`` for the twist-space matrix ``K`` (about the articulation's
     reference point) of a contact between bodies ``b1`` and ``b0`` of articulation ``a``: ``J1 - J0``
     has ``+S_i`` on the joints from the common ancestor down to ``b1``, ``-S_i`` down to ``b0``
     and nothing on the joints above the common ancestor (the two bodies' common motion).
-    ``dof_sign`` is per-DOF scratch (this articulation's rows only)."""
+    ``dof_sign[row]`` is per-DOF scratch (this articulation's columns only; one row per pair while a
+    tape records, so that the adjoint reads each pair's own signs)."""
     for i in range(d0, d0 + n):
-        dof_sign[i] = 0.0
+        dof_sign[row, i] = 0.0
     j = body_joint[b1]
-    while in_articulation(j, a, joint_articulation):
-        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
-            dof_sign[i] = dof_sign[i] + 1.0
-        j = joint_ancestor[j]
+    if in_articulation(j, a, joint_articulation):
+        mark_path(j, 1.0, row, joint_path_start, joint_path, joint_qd_start, dof_sign)
     j = body_joint[b0]
-    while in_articulation(j, a, joint_articulation):
-        for i in range(joint_qd_start[j], joint_qd_start[j + 1]):
-            dof_sign[i] = dof_sign[i] - 1.0
-        j = joint_ancestor[j]
+    if in_articulation(j, a, joint_articulation):
+        mark_path(j, -1.0, row, joint_path_start, joint_path, joint_qd_start, dof_sign)
     for i in range(d0, d0 + n):
-        si = dof_sign[i]
+        si = dof_sign[row, i]
         if si != 0.0:
             Fi = si * (K * S[i])
             for l in range(d0, d0 + n):
-                sl = dof_sign[l]
+                sl = dof_sign[row, l]
                 if sl != 0.0:
                     L[a, i - d0, l - d0] = L[a, i - d0, l - d0] + sl * wp.dot(S[l], Fi)
+
+
+@wp.func_replay(add_relative_stiffness)
+def _add_relative_stiffness_replay(
+    a: int,
+    d0: int,
+    n: int,
+    row: int,
+    b0: int,
+    b1: int,
+    K: wp.spatial_matrix,
+    body_joint: wp.array(dtype=wp.int32),
+    joint_articulation: wp.array(dtype=wp.int32),
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    S: wp.array(dtype=wp.spatial_vector),
+    dof_sign: wp.array2d(dtype=float),
+    L: wp.array3d(dtype=float),
+):
+    pass
+
+
+@wp.func
+def minus_solved(s: float, Lf: wp.array3d(dtype=float), x: wp.array(dtype=float), a: int, d0: int, i: int,
+                 first: int, last: int, transposed: int) -> float:  # fmt: skip
+    """``s - sum_{first <= m < last} Lf[a, i, m] x[d0 + m]`` (``Lf[a, m, i]`` when ``transposed``),
+    subtracted term by term: a row of the forward (back) substitution."""
+    for m in range(first, last):
+        if transposed != 0:
+            s = s - Lf[a, m, i] * x[d0 + m]
+        else:
+            s = s - Lf[a, i, m] * x[d0 + m]
+    return s
 
 
 @wp.kernel
@@ -684,7 +903,9 @@ def articulation_step_kernel(
     body_inertia: wp.array(dtype=wp.mat33),
     body_flags: wp.array(dtype=wp.int32),
     gravity: wp.array(dtype=wp.vec3),
-    # Solver tables (per body, per self-contact body pair, per articulation):
+    # Solver tables (per joint, per body, per self-contact body pair, per articulation):
+    joint_path_start: wp.array(dtype=wp.int32),
+    joint_path: wp.array(dtype=wp.int32),
     body_joint: wp.array(dtype=wp.int32),
     pair_body: wp.array(dtype=wp.int32),
     pair_partner: wp.array(dtype=wp.int32),
@@ -701,6 +922,7 @@ def articulation_step_kernel(
     use_body_f: int,
     use_contact_f: int,
     want_inverse_inertia: int,
+    copy_M: int,
     # State in:
     joint_q_in: wp.array(dtype=float),
     joint_qd_in: wp.array(dtype=float),
@@ -709,6 +931,8 @@ def articulation_step_kernel(
     body_K_contact_in: wp.array(dtype=wp.spatial_matrix),
     pair_K_contact_in: wp.array(dtype=wp.spatial_matrix),
     body_contact_flag: wp.array(dtype=wp.int32),
+    step_count: wp.array(dtype=wp.int32),
+    M_prev: wp.array3d(dtype=float),
     # Control:
     joint_f: wp.array(dtype=float),
     joint_target_q: wp.array(dtype=float),
@@ -722,14 +946,22 @@ def articulation_step_kernel(
     F: wp.array(dtype=wp.spatial_vector),
     M: wp.array3d(dtype=float),
     L: wp.array3d(dtype=float),
+    Lf: wp.array3d(dtype=float),
     tau: wp.array(dtype=float),
+    y: wp.array(dtype=float),
+    qdd: wp.array(dtype=float),
     qd_new: wp.array(dtype=float),
     L2: wp.array3d(dtype=float),
+    L2f: wp.array3d(dtype=float),
+    L2inv: wp.array3d(dtype=float),
     Y: wp.array2d(dtype=wp.spatial_vector),
-    step_count: wp.array(dtype=wp.int32),
-    dof_sign: wp.array(dtype=float),
+    dof_sign: wp.array2d(dtype=float),
+    body_q_fk: wp.array(dtype=wp.transform),
+    body_qd_fk: wp.array(dtype=wp.spatial_vector),
     # Solver out:
     body_Ainv_out: wp.array(dtype=wp.spatial_matrix),
+    step_count_out: wp.array(dtype=wp.int32),
+    body_contact_flag_out: wp.array(dtype=wp.int32),
     # State out:
     joint_q_out: wp.array(dtype=float),
     joint_qd_out: wp.array(dtype=float),
@@ -738,30 +970,30 @@ def articulation_step_kernel(
     # Solver out (SolverBase.nonfinite_flags, the fused non-finite guard):
     nonfinite_flags: wp.array(dtype=wp.int32),
 ):
+    """One step of one articulation (see the module docs). The pairs ``L``/``Lf`` (the step's system
+    and its Cholesky factor), ``tau``/``y``/``qdd`` (right-hand side, forward-substituted, solved),
+    ``L2``/``L2f``/``L2inv``, ``body_q_fk``/``body_q_out``, ``body_qd_fk``/``body_qd_out``,
+    ``step_count``/``step_count_out``, ``body_contact_flag``/``body_contact_flag_out`` and
+    ``M_prev``/``M`` may be the same arrays (in place: the solver's plain step); while a tape records
+    they are separate, so that every value the adjoint reads is still there."""
     a = wp.tid()
     js = art_start[a]
     je = art_end[a]
-    d0 = joint_qd_start[joint_order[js]]
-    n = int(0)
-    for jj in range(js, je):
-        j = joint_order[jj]
-        if joint_qd_start[j] < d0:
-            d0 = joint_qd_start[j]
-        n = n + joint_qd_start[j + 1] - joint_qd_start[j]
+    d0, n = articulation_dofs(js, je, joint_order, joint_qd_start)
 
-    # 1. forward kinematics of the input coordinates (poses and COM twists in body_q_out/body_qd_out)
+    # 1. forward kinematics of the input coordinates (poses and COM twists in body_q_fk/body_qd_fk)
     for jj in range(js, je):
         fk_joint(joint_order[jj], joint_type, joint_parent, joint_child, joint_X_p, joint_X_c, joint_q_start,
-                 joint_qd_start, joint_dof_dim, joint_axis, body_com, joint_q_in, joint_qd_in, body_q_out,
-                 body_qd_out)  # fmt: skip
+                 joint_qd_start, joint_dof_dim, joint_axis, body_com, joint_q_in, joint_qd_in, body_q_fk,
+                 body_qd_fk)  # fmt: skip
 
-    origin = wp.transform_get_translation(body_q_out[joint_child[joint_order[js]]])
+    origin = wp.transform_get_translation(body_q_fk[joint_child[joint_order[js]]])
     world = joint_world[joint_order[js]]
     if world < 0:
         world = gravity.shape[0] - 1  # the global world's row (the last one)
     a_base = spatial(-gravity[world], wp.vec3(0.0))
     count = step_count[a]
-    step_count[a] = count + 1
+    step_count_out[a] = count + 1
     rebuild_M = (count % mass_matrix_interval) == 0
 
     # 2. forward pass: subspaces, velocities, accelerations (gravity as base acceleration),
@@ -770,9 +1002,9 @@ def articulation_step_kernel(
         j = joint_order[jj]
         c = joint_child[j]
         vJ, kappa = joint_subspace(j, origin, joint_type, joint_parent, joint_child, joint_X_p, joint_X_c,
-                                   joint_q_start, joint_qd_start, joint_dof_dim, joint_axis, body_q_out, body_com,
+                                   joint_q_start, joint_qd_start, joint_dof_dim, joint_axis, body_q_fk, body_com,
                                    joint_q_in, joint_qd_in, 1, S)  # fmt: skip
-        X_WC = body_q_out[c]
+        X_WC = body_q_fk[c]
         com_c = wp.transform_point(X_WC, body_com[c]) - origin
         Ib = body_spatial_inertia(body_mass[c], com_c, world_inertia(X_WC, body_inertia[c]))
         Ic[c] = Ib
@@ -816,13 +1048,17 @@ def articulation_step_kernel(
             if rebuild_M:
                 Ic[p] = Ic[p] + Ic[c]
 
-    # 4. composite-rigid-body mass matrix (with armature), kept between rebuilds
+    # 4. composite-rigid-body mass matrix (with armature), kept between rebuilds (M_prev: the last one)
     if rebuild_M:
         for r in range(n):
             for k in range(n):
                 M[a, r, k] = 0.0
-        assemble_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_ancestor, joint_articulation,
-                             joint_qd_start, joint_armature, 1.0, S, Ic, M)  # fmt: skip
+        crba_mass_matrix(a, js, je, d0, joint_order, joint_child, joint_path_start, joint_path, joint_qd_start,
+                             joint_armature, S, Ic, M)  # fmt: skip
+    elif copy_M != 0:
+        for r in range(n):
+            for k in range(n):
+                M[a, r, k] = M_prev[a, r, k]
 
     for r in range(n):
         for k in range(n):
@@ -866,8 +1102,8 @@ def articulation_step_kernel(
                     L2[a, r, k] = L[a, r, k]
             reduce_system(a, js, je, d0, n, joint_order, joint_child, joint_qd_start, body_flags, dof_mimic_ref,
                           dof_mimic_coeffs, L2, tau, 0)  # fmt: skip
-            cholesky(a, n, L2)
-            invert_lower(a, n, L2)
+            cholesky(a, n, L2, L2f)
+            invert_lower(a, n, L2f, L2inv)
         for jj in range(js, je):
             j = joint_order[jj]
             c = joint_child[j]
@@ -889,14 +1125,14 @@ def articulation_step_kernel(
                             coef = dof_mimic_coeffs[i][1]
                         lt = t - d0
                         for r in range(lt, n):
-                            Y[c, r] = Y[c, r] + (coef * L2[a, r, lt]) * S[i]
+                            Y[c, r] = Y[c, r] + (coef * L2inv[a, r, lt]) * S[i]
                 if body_contact_flag[c] != 0:
-                    com_c = wp.transform_point(body_q_out[c], body_com[c]) - origin
+                    com_c = wp.transform_point(body_q_fk[c], body_com[c]) - origin
                     for r in range(n):
                         ys = twist_at(Y[c, r], com_c)
                         Ab = Ab + wp.outer(ys, ys)
             body_Ainv_out[c] = Ab
-            body_contact_flag[c] = 0  # consumed: the next contact pass sets it again
+            body_contact_flag_out[c] = 0  # consumed: the next contact pass sets it again
 
     # 7. the step's system: M + implicit joint terms + implicit contact stiffness/damping
     #    (sum_b J_b^T K_b J_b, assembled like the CRBA from the composite contact matrices Kc, plus
@@ -911,42 +1147,36 @@ def articulation_step_kernel(
                 li = i - d0
                 for l in range(joint_qd_start[j], joint_qd_start[j + 1]):
                     L[a, li, l - d0] = L[a, li, l - d0] + wp.dot(S[l], Fi)
-                k = joint_ancestor[j]
-                while in_articulation(k, a, joint_articulation):
+                for t in range(joint_path_start[j] + 1, joint_path_start[j + 1]):  # the strict ancestors
+                    k = joint_path[t]
                     for l in range(joint_qd_start[k], joint_qd_start[k + 1]):
                         val = wp.dot(S[l], Fi)
                         L[a, li, l - d0] = L[a, li, l - d0] + val
                         L[a, l - d0, li] = L[a, l - d0, li] + val
-                    k = joint_ancestor[k]
+        last_row = dof_sign.shape[0] - 1
         for ps in range(art_pair_start[a], art_pair_start[a + 1]):
             Kp = pair_K_contact_in[ps]
             if Kp[0, 0] + Kp[1, 1] + Kp[2, 2] > 0.0:  # the pair has a contact with force this step
-                add_relative_stiffness(a, d0, n, pair_body[ps], pair_partner[ps], shift_twist_matrix(Kp, origin),
-                                       body_joint, joint_ancestor, joint_articulation, joint_qd_start, S, dof_sign,
-                                       L)  # fmt: skip
-    # mimic reduction and kinematic locking, then the dense Cholesky solve for qdd (in tau)
+                add_relative_stiffness(a, d0, n, wp.min(ps, last_row), pair_body[ps], pair_partner[ps],
+                                       shift_twist_matrix(Kp, origin), body_joint, joint_articulation,
+                                       joint_path_start, joint_path, joint_qd_start, S, dof_sign, L)  # fmt: skip
+    # mimic reduction and kinematic locking, then the dense Cholesky solve for qdd
     reduce_system(a, js, je, d0, n, joint_order, joint_child, joint_qd_start, body_flags, dof_mimic_ref,
                   dof_mimic_coeffs, L, tau, 1)  # fmt: skip
-    cholesky(a, n, L)
+    cholesky(a, n, L, Lf)
     for i in range(n):
-        s = tau[d0 + i]
-        for m in range(i):
-            s = s - L[a, i, m] * tau[d0 + m]
-        tau[d0 + i] = s / L[a, i, i]
+        y[d0 + i] = minus_solved(tau[d0 + i], Lf, y, a, d0, i, 0, i, 0) / Lf[a, i, i]
     for ir in range(n):
         i = n - 1 - ir
-        s = tau[d0 + i]
-        for m in range(i + 1, n):
-            s = s - L[a, m, i] * tau[d0 + m]
-        tau[d0 + i] = s / L[a, i, i]
+        qdd[d0 + i] = minus_solved(y[d0 + i], Lf, qdd, a, d0, i, i + 1, n, 1) / Lf[a, i, i]
     for i in range(d0, d0 + n):
         r = dof_mimic_ref[i]
         if r >= 0:
-            tau[i] = dof_mimic_coeffs[i][1] * tau[r]
+            qdd[i] = dof_mimic_coeffs[i][1] * qdd[r]
 
     # 8. semi-implicit Euler: velocities first, then positions on the joint manifold
     for i in range(d0, d0 + n):
-        qd_new[i] = joint_qd_in[i] + dt * tau[i]
+        qd_new[i] = joint_qd_in[i] + dt * qdd[i]
     for jj in range(js, je):
         integrate_joint(joint_order[jj], dt, joint_type, joint_X_c, joint_child, joint_q_start,
                         joint_qd_start, body_com, joint_q_in, qd_new, joint_q_out, joint_qd_out)  # fmt: skip

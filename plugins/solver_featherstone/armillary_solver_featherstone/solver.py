@@ -14,18 +14,25 @@ chain steps at several thousand steps/s, so the O(n^3) factorisation is not the 
 from __future__ import annotations
 
 import warnings
+import weakref
+from collections import OrderedDict
 
 import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags
-from armillary.launch import LaunchCache
+from armillary.launch import replayer, tape_recording
 from armillary.sim.enums import JointType
 from armillary.sim.kinematics import topology
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 
 from . import kernels
 from . import observables as _observables
+
+try:
+    from warp._src import context as _warp_context
+except ImportError:  # older Warp layouts
+    from warp import context as _warp_context
 
 __all__ = ["SolverFeatherstone"]
 
@@ -57,6 +64,85 @@ def _contact_kernel(deterministic: bool):
             module_options={"deterministic": wp.DeterministicMode.RUN_TO_RUN},
         ))  # fmt: skip
     return _DETERMINISTIC_CONTACT_KERNEL[0]
+
+
+def _contact_inputs(contacts, overrides) -> list:
+    """The arrays of ``contacts`` the contact kernel reads, in its argument order."""
+    return [contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
+            contacts.rigid_contact_point0, contacts.rigid_contact_point1, contacts.rigid_contact_normal,
+            contacts.rigid_contact_margin0, contacts.rigid_contact_margin1, *overrides]  # fmt: skip
+
+
+def _copy_for_tape(a):
+    """A copy of ``a`` for one taped step; arrays with gradients are copied with ``wp.copy``, which the
+    tape records (their gradients flow back to ``a``)."""
+    if a.requires_grad:
+        c = wp.empty_like(a, requires_grad=True)
+        wp.copy(c, a)
+        return c
+    return wp.clone(a)
+
+
+def _joint_paths(ancestor: np.ndarray, articulation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each joint's path to its articulation's root, itself first, as CSR ``(start, joints)``: the
+    ancestor walks of the articulation kernel as plain loops (Warp's adjoint cannot run a ``while``
+    loop). Joints outside every articulation have an empty path."""
+    nj = len(articulation)
+    rows_j, rows_k, rows_level = [], [], []
+    cur = np.arange(nj)
+    alive = articulation >= 0
+    level = 0
+    while alive.any() and level <= nj:
+        idx = np.nonzero(alive)[0]
+        rows_j.append(idx)
+        rows_k.append(cur[idx])
+        rows_level.append(np.full(len(idx), level))
+        nxt = ancestor[cur[idx]]
+        ok = nxt >= 0
+        ok[ok] = articulation[nxt[ok]] == articulation[idx[ok]]
+        cur[idx] = np.where(ok, nxt, -1)
+        alive[idx] = ok
+        level += 1
+    j = np.concatenate(rows_j) if rows_j else np.zeros(0, np.int64)
+    k = np.concatenate(rows_k) if rows_k else np.zeros(0, np.int64)
+    lv = np.concatenate(rows_level) if rows_level else np.zeros(0, np.int64)
+    order = np.lexsort((lv, j))
+    start = np.zeros(nj + 1, np.int32)
+    start[1:] = np.cumsum(np.bincount(j, minlength=nj)[:nj])
+    path = k[order].astype(np.int32)
+    return start, (path if len(path) else np.zeros(1, np.int32))
+
+
+class _Launches:
+    """The solver's plain (untaped) launches, recorded once per argument set and replayed
+    (:func:`armillary.launch.replayer`), like :class:`armillary.launch.LaunchCache` but keyed by the
+    identities of the array arguments (``map(id, ...)``) and the values of the scalar ones, whose
+    positions the solver passes separately: for these 90-argument kernels the key is then a few
+    microseconds cheaper than LaunchCache's per-argument one. Entries keep their arrays alive (an
+    ``id`` cannot be reused while its entry lives); up to ``max_entries`` argument sets are kept."""
+
+    def __init__(self, max_entries: int = 16):
+        self.max_entries = int(max_entries)
+        self._entries: OrderedDict = OrderedDict()
+
+    def launch(self, kernel, dim, arrays, scalars, more_arrays, outputs, device) -> None:
+        key = (id(kernel), dim, tuple(map(id, arrays)), scalars, tuple(map(id, more_arrays)), tuple(map(id, outputs)))
+        entry = self._entries.get(key)
+        if entry is None:
+            inputs = [*arrays, *scalars, *more_arrays]
+            outputs = list(outputs)
+            cmd = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_cmd=True)
+            run = replayer(cmd, relaunch=lambda: wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs,
+                                                           device=device))  # fmt: skip
+            entry = self._entries[key] = (run, inputs, outputs)
+            if len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        entry[0]()
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 class SolverFeatherstone(SolverBase):
@@ -107,7 +193,7 @@ class SolverFeatherstone(SolverBase):
     clamped explicitly to ``joint_effort_limit`` when they would exceed it; limits
     ``limit_ke (limit - q) - limit_kd qd`` beyond ``joint_limit_lower/upper``, implicit the
     same way, never softer than the joint-limit floor (``limit_time_constant``, below; on by
-    default). BALL/FREE joints get no drive or spring (as the spec states).
+    default). BALL/FREE joints get no drive or spring (they have no scalar axis to drive).
 
     Mimic joints (follower ``q = c0 + c1 q_ref`` per coordinate) are solved in generalized
     coordinates: the follower DOFs are removed from the solve and their forces and inertia
@@ -119,9 +205,17 @@ class SolverFeatherstone(SolverBase):
     ``joint_qd`` (their coordinates advance by it) whatever the forces, so they act as
     infinite-mass colliders.
 
+    Gradients (``capabilities.differentiable``): with a model finalized with
+    ``requires_grad=True`` (or a state or control that requires gradients), steps recorded on a
+    ``wp.Tape``, one state per step, ``tape.backward(loss)`` gives the gradients of the whole step
+    (initial coordinates, controls, model parameters, contact materials). While a tape records,
+    each step writes its intermediates to its own buffers (:meth:`tape_bytes_per_step`); without a
+    tape the step is unchanged. Stepping a state into itself, or into a state an earlier step of the
+    tape read or wrote, raises ``ValueError`` (the gradients would be wrong). See the README.
+
     Not simulated: bodies outside every articulation (they stay where they are and still
-    collide; a one-time warning names them), loop-closing joints (not enforced, as the spec
-    states; a one-time warning names them), ``joint_friction`` and ``joint_enabled=False`` (a
+    collide; a one-time warning names them), loop-closing joints (not enforced: a tree solver
+    has no loop constraints; a one-time warning names them), ``joint_friction`` and ``joint_enabled=False`` (a
     one-time warning when a model uses them), ``joint_velocity_limit`` (not applied; every model
     carries a default, so no warning). ROD joints are rejected.
 
@@ -192,6 +286,7 @@ class SolverFeatherstone(SolverBase):
         ),
         deterministic=True,
         collision_pipeline=True,
+        differentiable=True,
     )
     SUPPORTED_OBSERVABLES = _observables.SUPPORTED_OBSERVABLES
 
@@ -249,7 +344,7 @@ class SolverFeatherstone(SolverBase):
         self._contact_force_implicit = None
         self._last_state_out = None
         self._empty_override = None
-        self._launches = LaunchCache()
+        self._launches = _Launches()
         self._allocate()
         self._build_tables()
 
@@ -275,13 +370,16 @@ class SolverFeatherstone(SolverBase):
         self._Kc = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
         self._zero_joint_f = wp.zeros(nd, dtype=wp.float32, device=dev)
         self._zero_body_f = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
-        self._dof_sign = wp.zeros(nd, dtype=wp.float32, device=dev)  # per-DOF scratch of the self-contact terms
+        self._dof_sign = wp.zeros((1, nd), dtype=wp.float32, device=dev)  # per-DOF scratch of the self-contact terms
         # scratch of the contact floor (factorisation, per-body L^-1 J^T), allocated with the first contacts
         self._L2 = None
         self._Y = None
         self._empty_Y = wp.zeros((1, 1), dtype=wp.spatial_vector, device=dev)
         self._body_contact_flag = wp.zeros(nb, dtype=wp.int32, device=dev)
         self._body_Ainv = wp.zeros(nb, dtype=wp.spatial_matrix, device=dev)
+        # True while _step_count / _body_Ainv / _M are buffers of a taped step (a tape may still read them)
+        self._taped_buffers = False
+        self._tape_outputs = None  # [tape (weak), its launch list's id and length, stepped states' joint_q ids]
 
     def _build_tables(self) -> None:
         """Host-side (construction and model changes only): per-DOF tables and one-time warnings."""
@@ -336,6 +434,9 @@ class SolverFeatherstone(SolverBase):
         if nj:
             body_joint[jchild[jart >= 0]] = np.nonzero(jart >= 0)[0]
         self._body_joint = wp.array(body_joint, dtype=wp.int32, device=self.device)
+        path_start, path = _joint_paths(model.joint_ancestor.numpy() if nj else np.zeros(0, np.int32), jart)
+        self._joint_path_start = wp.array(path_start, dtype=wp.int32, device=self.device)
+        self._joint_path = wp.array(path, dtype=wp.int32, device=self.device)
         self._build_pair_table(body_art)
         self._copy_bodies = bool(len(loose))
         self._copy_joints = bool(loops)
@@ -385,8 +486,7 @@ class SolverFeatherstone(SolverBase):
         self._dof_mimic_ref = wp.array(mimic_ref, dtype=wp.int32, device=dev)
         self._dof_mimic_ref_q = wp.array(mimic_ref_q, dtype=wp.int32, device=dev)
         self._dof_mimic_coeffs = wp.array(mimic_c, dtype=wp.vec2, device=dev)
-        self._step_count.zero_()
-        self._body_Ainv.zero_()
+        self._reset_counters()
         self._launches.clear()
 
     def _build_pair_table(self, body_art: np.ndarray) -> None:
@@ -456,10 +556,123 @@ class SolverFeatherstone(SolverBase):
                                               observables)  # fmt: skip
         self._step(state_in, state_out, control, contacts, dt)
 
+    def _wants_gradients(self, state_in, control) -> bool:
+        """True while a ``wp.Tape`` records and the model, the input state or the control carries
+        gradients: the step then runs on per-step buffers (see :meth:`_tape_scratch`)."""
+        if not tape_recording():
+            return False
+        if getattr(self.model, "requires_grad", False) or getattr(state_in, "requires_grad", False):
+            return True
+        return control is not None and any(
+            getattr(getattr(control, name, None), "requires_grad", False)
+            for name in ("joint_f", "joint_target_q", "joint_target_qd")
+        )
+
+    def _tape_scratch_spec(self, use_contacts: bool, floor: bool) -> dict:
+        """``name -> (shape, dtype, requires_grad)`` of the buffers :meth:`_tape_scratch` allocates."""
+        nb, nd = self._Ic.shape[0], self._tau.shape[0]
+        na, nmax = self._M.shape[0], self._M.shape[1]
+        square = (na, nmax, nmax)
+        spec = {
+            "S": (nd, wp.spatial_vector, True), "Ic": (nb, wp.spatial_matrix, True),
+            "Kc": (nb, wp.spatial_matrix, True), "V": (nb, wp.spatial_vector, True),
+            "A": (nb, wp.spatial_vector, True), "F": (nb, wp.spatial_vector, True),
+            "M": (square, float, True), "L": (square, float, True), "Lf": (square, float, True),
+            "tau": (nd, float, True), "y": (nd, float, True), "qdd": (nd, float, True), "qd_new": (nd, float, True),
+            "body_q_fk": (nb, wp.transform, True), "body_qd_fk": (nb, wp.spatial_vector, True),
+            "step_count_out": (na, wp.int32, False),
+        }  # fmt: skip
+        if floor:
+            spec.update(L2=(square, float, True), L2f=(square, float, True), L2inv=(square, float, True),
+                        Y=((nb, nmax), wp.spatial_vector, True))  # fmt: skip
+        if use_contacts:
+            npairs = self._pair_K_contact.shape[0]
+            spec.update(body_Ainv_out=(nb, wp.spatial_matrix, True), body_f_contact=(nb, wp.spatial_vector, True),
+                        body_K_contact=(nb, wp.spatial_matrix, True), pair_K_contact=(npairs, wp.spatial_matrix, True),
+                        body_contact_flag=(nb, wp.int32, False), dof_sign=((npairs, nd), float, False))  # fmt: skip
+        return spec
+
+    def _tape_scratch(self, use_contacts: bool, floor: bool) -> dict:
+        """Fresh buffers for one taped step: everything the step writes and its adjoint reads back,
+        so that no later step overwrites what ``tape.backward`` needs (:meth:`tape_bytes_per_step`)."""
+        dev = self.device
+        s = {name: wp.zeros(shape, dtype=dtype, device=dev, requires_grad=grad)
+             for name, (shape, dtype, grad) in self._tape_scratch_spec(use_contacts, floor).items()}  # fmt: skip
+        if not floor:  # the inverse-inertia stage does not run: placeholders
+            s.update(L2=s["L"], L2f=s["L"], L2inv=s["L"], Y=self._empty_Y)
+        if not use_contacts:  # the contact stage does not run: the solver's own (untouched) arrays
+            s.update(body_Ainv_out=self._body_Ainv, body_f_contact=self._body_f_contact,
+                     body_K_contact=self._body_K_contact, pair_K_contact=self._pair_K_contact,
+                     body_contact_flag=self._body_contact_flag, dof_sign=self._dof_sign)  # fmt: skip
+        return s
+
+    def tape_bytes_per_step(self, contacts=None) -> int:
+        """Bytes one step allocates while a ``wp.Tape`` records with gradients (buffers and their
+        gradients, kept alive by the tape until it is reset): the step's intermediate arrays, plus
+        with ``contacts`` the contact stage's and a copy of the contact arrays the step reads
+        (a later ``collide`` may overwrite those before ``tape.backward``)."""
+        use_contacts = contacts is not None and int(getattr(contacts, "rigid_contact_max", 0) or 0) > 0
+        floor = use_contacts and self.contact_time_constant > 0.0
+        total = 0
+        for shape, dtype, grad in self._tape_scratch_spec(use_contacts, floor).values():
+            count = int(np.prod(shape)) if isinstance(shape, tuple) else int(shape)
+            total += count * wp.types.type_size_in_bytes(dtype) * (2 if grad else 1)
+        if use_contacts:
+            for a in _contact_inputs(contacts, self._contact_overrides(contacts)):
+                total += a.capacity * (2 if a.requires_grad else 1)
+        return total
+
+    def _check_taped_states(self, state_in, state_out) -> None:
+        """A taped step's adjoint reads its input state, and the next step's its output state, during
+        ``tape.backward``: each step needs its own output state, not one an earlier step of the tape
+        read or wrote (ping-pong states would silently give wrong gradients)."""
+        if state_out is state_in:
+            raise ValueError(
+                "SolverFeatherstone.step: state_in is state_out while a wp.Tape records gradients; the "
+                "step's adjoint reads its input after the step has overwritten it, so the gradients would be "
+                "wrong. Use one State per step (model.state() for each)"
+            )
+        tape = _warp_context.runtime.tape
+        record = self._tape_outputs
+        if record is None or record[0]() is not tape or record[1] != id(tape.launches) \
+                or len(tape.launches) < record[2]:  # fmt: skip
+            record = self._tape_outputs = [weakref.ref(tape), id(tape.launches), 0, set()]
+        key = id(state_out.joint_q)
+        if key in record[3]:
+            raise ValueError(
+                "SolverFeatherstone.step: state_out was already the input or output of an earlier step recorded "
+                "on this wp.Tape; overwriting it loses values that step's adjoint reads, so the gradients would "
+                "be wrong. Use one State per step (model.state() for each), not ping-pong states"
+            )
+        record[3].add(key)
+        record[3].add(id(state_in.joint_q))
+        record[2] = len(tape.launches)
+
+    def _detach_from_tape(self) -> None:
+        """Before a plain step after taped ones: the carried buffers (step counters, the contact
+        floor's inverse inertias, the mass matrix) become copies, so that this step does not write
+        into buffers a tape still reads."""
+        self._step_count = wp.clone(self._step_count, requires_grad=False)
+        self._body_Ainv = wp.clone(self._body_Ainv, requires_grad=False)
+        self._M = wp.clone(self._M, requires_grad=False)
+        self._taped_buffers = False
+
+    def _launch(self, taped: bool, kernel, dim, arrays, scalars, more_arrays, outputs) -> None:
+        """Launch ``kernel`` with inputs ``arrays + scalars + more_arrays``."""
+        if taped:  # fresh buffers every step: a plain launch, which the tape records
+            wp.launch(kernel, dim=dim, inputs=[*arrays, *scalars, *more_arrays], outputs=outputs, device=self.device)
+        else:
+            self._launches.launch(kernel, dim, arrays, scalars, more_arrays, outputs, self.device)
+
     def _step(self, state_in, state_out, control, contacts, dt: float) -> None:
         model = self.model
         if model.articulation_count == 0:
             return
+        taped = self._wants_gradients(state_in, control)
+        if taped:
+            self._check_taped_states(state_in, state_out)
+        elif self._taped_buffers:
+            self._detach_from_tape()
         if self._copy_bodies and state_out is not state_in:
             wp.copy(state_out.body_q, state_in.body_q)
             wp.copy(state_out.body_qd, state_in.body_qd)
@@ -468,6 +681,12 @@ class SolverFeatherstone(SolverBase):
             wp.copy(state_out.joint_qd, state_in.joint_qd)
 
         use_contacts = contacts is not None and int(getattr(contacts, "rigid_contact_max", 0) or 0) > 0
+        floor = use_contacts and self.contact_time_constant > 0.0
+        if floor and self._L2 is None:
+            self._L2 = wp.zeros_like(self._L)
+            self._Y = wp.zeros((self._Ic.shape[0], self._L.shape[1]), dtype=wp.spatial_vector, device=self.device)
+        if taped:
+            s = self._tape_scratch(use_contacts, floor)
         if use_contacts:
             n_max = int(contacts.rigid_contact_max)
             if self._contact_force is None or self._contact_force.shape[0] < n_max:
@@ -476,35 +695,42 @@ class SolverFeatherstone(SolverBase):
                 self._contact_point = wp.zeros(n_max, dtype=wp.vec3, device=dev)
                 self._contact_vrel = wp.zeros(n_max, dtype=wp.vec3, device=dev)
                 self._contact_slope = wp.zeros(n_max, dtype=wp.vec2, device=dev)
-            self._body_f_contact.zero_()
-            self._body_K_contact.zero_()
-            self._pair_K_contact.zero_()
-            self._launches.launch(
+            if taped:
+                body_f_contact, body_K_contact, pair_K_contact = s["body_f_contact"], s["body_K_contact"], \
+                    s["pair_K_contact"]  # fmt: skip
+                body_contact_flag = s["body_contact_flag"]
+                contact_arrays = [_copy_for_tape(a)
+                                  for a in _contact_inputs(contacts, self._contact_overrides(contacts))]
+            else:
+                body_f_contact, body_K_contact, pair_K_contact = self._body_f_contact, self._body_K_contact, \
+                    self._pair_K_contact  # fmt: skip
+                body_contact_flag = self._body_contact_flag
+                body_f_contact.zero_()
+                body_K_contact.zero_()
+                pair_K_contact.zero_()
+                contact_arrays = _contact_inputs(contacts, self._contact_overrides(contacts))
+            self._launch(
+                taped,
                 self._contact_kernel,
-                dim=n_max,
-                inputs=[
+                n_max,
+                [
                     model.shape_body, model.shape_material_ke, model.shape_material_kd, model.shape_material_kf,
                     model.shape_material_mu, model.body_com, model.body_inv_mass, model.body_inv_inertia,
                     model.body_flags, self._body_articulation, self._body_Ainv,
                     self._body_pair_first, self._body_pair_count, self._pair_partner,
-                    self.friction_smoothing, self.contact_time_constant, float(dt),
-                    state_in.body_q, state_in.body_qd,
-                    contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
-                    contacts.rigid_contact_point0, contacts.rigid_contact_point1, contacts.rigid_contact_normal,
-                    contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
-                    *self._contact_overrides(contacts),
                 ],
-                outputs=[self._body_f_contact, self._contact_force, self._body_K_contact, self._pair_K_contact,
-                         self._body_contact_flag, self._contact_point, self._contact_vrel, self._contact_slope],
-                device=self.device,
+                (self.friction_smoothing, self.contact_time_constant, float(dt)),
+                [state_in.body_q, state_in.body_qd, *contact_arrays],
+                [body_f_contact, self._contact_force, body_K_contact, pair_K_contact, body_contact_flag,
+                 self._contact_point, self._contact_vrel, self._contact_slope],
             )  # fmt: skip
             self._last_contacts = contacts
             self._last_state_out = state_out
+        else:
+            body_f_contact, body_K_contact, pair_K_contact = self._body_f_contact, self._body_K_contact, \
+                self._pair_K_contact  # fmt: skip
+            body_contact_flag = self._body_contact_flag
 
-        floor = use_contacts and self.contact_time_constant > 0.0
-        if floor and self._L2 is None:
-            self._L2 = wp.zeros_like(self._L)
-            self._Y = wp.zeros((self._Ic.shape[0], self._L.shape[1]), dtype=wp.spatial_vector, device=self.device)
         body_f = getattr(state_in, "body_f", None)
         if control is not None:
             joint_f = control.joint_f if control.joint_f is not None else self._zero_joint_f
@@ -512,11 +738,27 @@ class SolverFeatherstone(SolverBase):
             target_qd = control.joint_target_qd if control.joint_target_qd is not None else model.joint_target_qd
         else:
             joint_f, target_q, target_qd = self._zero_joint_f, model.joint_target_q, model.joint_target_qd
+        if taped:
+            scratch = [s["S"], s["Ic"], s["Kc"], s["V"], s["A"], s["F"], s["M"], s["L"], s["Lf"], s["tau"], s["y"],
+                       s["qdd"], s["qd_new"], s["L2"], s["L2f"], s["L2inv"], s["Y"], s["dof_sign"], s["body_q_fk"],
+                       s["body_qd_fk"]]  # fmt: skip
+            carried_in = [body_contact_flag, self._step_count, self._M]
+            carried_out = [s["body_Ainv_out"], s["step_count_out"], self._body_contact_flag]
+            copy_M = 1
+        else:
+            L2 = self._L2 if floor else self._L
+            scratch = [self._S, self._Ic, self._Kc, self._V, self._A, self._F, self._M, self._L, self._L, self._tau,
+                       self._tau, self._tau, self._qd_new, L2, L2, L2, self._Y if floor else self._empty_Y,
+                       self._dof_sign, state_out.body_q, state_out.body_qd]  # fmt: skip
+            carried_in = [body_contact_flag, self._step_count, self._M]
+            carried_out = [self._body_Ainv, self._step_count, body_contact_flag]
+            copy_M = 0
         topo = self._topology
-        self._launches.launch(
+        self._launch(
+            taped,
             kernels.articulation_step_kernel,
-            dim=int(model.articulation_count),
-            inputs=[
+            int(model.articulation_count),
+            [
                 model.articulation_start, model.articulation_end, topo.joint_order, model.joint_type,
                 model.joint_parent, model.joint_child, model.joint_ancestor, model.joint_articulation,
                 model.joint_world, model.joint_X_p, model.joint_X_c, model.joint_q_start, model.joint_qd_start,
@@ -525,21 +767,25 @@ class SolverFeatherstone(SolverBase):
                 model.joint_target_kd, model.joint_effort_limit, model.joint_limit_lower, model.joint_limit_upper,
                 model.joint_limit_ke, model.joint_limit_kd, model.body_com, model.body_mass, model.body_inertia,
                 model.body_flags, model.gravity,
-                self._body_joint, self._pair_body, self._pair_partner, self._art_pair_start,
-                self._dof_mimic_ref, self._dof_mimic_coeffs, self._dof_mimic_ref_q, self._dof_scalar,
-                float(dt), self.limit_time_constant, self.update_mass_matrix_interval,
-                int(body_f is not None), int(use_contacts), int(floor),
-                state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
-                self._body_f_contact, self._body_K_contact, self._pair_K_contact, self._body_contact_flag,
-                joint_f, target_q, target_qd,
-                self._S, self._Ic, self._Kc, self._V, self._A, self._F, self._M, self._L, self._tau, self._qd_new,
-                self._L2 if floor else self._L, self._Y if floor else self._empty_Y, self._step_count,
-                self._dof_sign,
+                self._joint_path_start, self._joint_path, self._body_joint, self._pair_body, self._pair_partner,
+                self._art_pair_start, self._dof_mimic_ref, self._dof_mimic_coeffs, self._dof_mimic_ref_q,
+                self._dof_scalar,
             ],
-            outputs=[self._body_Ainv, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd,
-                     self.nonfinite_flags],
-            device=self.device,
+            (float(dt), self.limit_time_constant, self.update_mass_matrix_interval, int(body_f is not None),
+             int(use_contacts), int(floor), copy_M),
+            [
+                state_in.joint_q, state_in.joint_qd, body_f if body_f is not None else self._zero_body_f,
+                body_f_contact, body_K_contact, pair_K_contact, *carried_in,
+                joint_f, target_q, target_qd,
+                *scratch,
+            ],
+            [*carried_out, state_out.joint_q, state_out.joint_qd, state_out.body_q, state_out.body_qd,
+             self.nonfinite_flags],
         )  # fmt: skip
+        if taped:
+            self._step_count, self._M = s["step_count_out"], s["M"]
+            self._body_Ainv = s["body_Ainv_out"]
+            self._taped_buffers = True
 
     def notify_model_changed(self, flags) -> None:
         super().notify_model_changed(flags)
@@ -548,8 +794,19 @@ class SolverFeatherstone(SolverBase):
 
     def reset(self, state, world_mask=None, flags=None) -> None:
         super().reset(state, world_mask=world_mask, flags=flags)
-        self._step_count.zero_()
-        self._body_Ainv.zero_()  # the contact floor's inverse inertias: recomputed from the next step
+        self._reset_counters()
+
+    def _reset_counters(self) -> None:
+        """Zero the step counters (mass-matrix rebuilds) and the contact floor's inverse inertias
+        (recomputed from the next step); buffers a tape may still read are replaced, not zeroed."""
+        if self._taped_buffers:
+            self._step_count = wp.zeros_like(self._step_count)
+            self._body_Ainv = wp.zeros_like(self._body_Ainv)
+            self._M = wp.zeros_like(self._M)
+            self._taped_buffers = False
+        else:
+            self._step_count.zero_()
+            self._body_Ainv.zero_()
 
     def _applied_contact_force(self, contacts, state=None):
         """The rigid-contact forces of the last step, as a ``wp.array`` of ``vec3`` (one row per contact
