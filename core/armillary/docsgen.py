@@ -115,6 +115,7 @@ def feature_table_markdown(distributions=None) -> str:
 
         row("coordinates", [c.capabilities.coordinates.value for _, c in usable])
         row("deterministic", ["yes" if c.capabilities.deterministic else "no" for _, c in usable])
+        row("differentiable (wp.Tape)", ["yes" if c.capabilities.differentiable else "no" for _, c in usable])
         row("takes CollisionPipeline contacts",
             ["yes" if c.capabilities.collision_pipeline else "no" for _, c in usable])
         for jt in JointType:
