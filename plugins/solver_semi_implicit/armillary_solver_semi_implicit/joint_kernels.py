@@ -69,6 +69,11 @@ Accuracy: a penalty joint stretches by about (load) / ``ke``. A 1 m pendulum of 
 FIXED) at dt 1e-3 with the default gains, as on the reference. Explicit damping limits the time
 step: ``dt kd r^2 / I`` (attachment damping at lever ``r`` on rotational inertia ``I``) and ``dt
 target_kd / I`` must stay below ~2, or the body diverges (on the reference too).
+
+Differentiable: every kernel here has its adjoint (``update_joint_state`` included, for losses on
+``joint_q`` / ``joint_qd``), launched with ``wp.launch`` while a ``wp.Tape`` records. The kernels use
+fixed-count code only (no runtime-bounded loop carrying a value, no in-place update of a local
+vector's component): Warp 1.19 gets the adjoint of both wrong (measured).
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ from collections import OrderedDict
 
 import warp as wp
 
-from armillary.launch import replayer
+from armillary.launch import replayer, tape_recording
 from armillary.sim.kinematics_kernels import (
     JT_BALL,
     JT_D6,
@@ -126,13 +131,20 @@ def raw_twist_angle(q: wp.quat, axis: wp.vec3) -> float:
 
 
 @wp.func
+def _below_pi(a: float) -> float:
+    """``a`` in ``(-pi, pi]`` moved to ``[-pi, pi)``."""
+    if a >= wp.pi:
+        return a - 2.0 * wp.pi
+    return a
+
+
+@wp.func
 def d6_angles(n: int, b0: wp.vec3, b1: wp.vec3, b2: wp.vec3, r: wp.quat) -> wp.vec3:
     """D6 angles (successive rotations about ``b0, b1, b2``) wrapped into ``[-pi, pi)``."""
     qa = d6_decode_angles(n, b0, b1, b2, r)
-    for k in range(3):
-        if qa[k] >= wp.pi:
-            qa[k] = qa[k] - 2.0 * wp.pi
-    return qa
+    # a new vector, not ``qa[k] = qa[k] - ...``: Warp 1.19's adjoint of an in-place component update of a
+    # local vector is wrong (measured)
+    return wp.vec3(_below_pi(qa[0]), _below_pi(qa[1]), _below_pi(qa[2]))
 
 
 @wp.func
@@ -316,6 +328,19 @@ def axes_dual(n: int, a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, f: wp.vec3) -> wp.v
 
 
 @wp.func
+def axes_combine(n: int, a0: wp.vec3, a1: wp.vec3, a2: wp.vec3, c: wp.vec3) -> wp.vec3:
+    """``sum_i c_i a_i`` over the first ``n`` axes."""
+    r = wp.vec3(0.0)
+    if n > 0:
+        r = a0 * c[0]
+    if n > 1:
+        r = r + a1 * c[1]
+    if n > 2:
+        r = r + a2 * c[2]
+    return r
+
+
+@wp.func
 def pick(i: int, n_lin: int, ql: wp.vec3, qa: wp.vec3) -> float:
     """Coordinate ``i`` of a joint whose linear coordinates come first."""
     if i < n_lin:
@@ -375,6 +400,53 @@ def distance_limit_force(k: JointKinematics, R_wp: wp.quat, axis: wp.vec3, lower
     elif lower >= 0.0 and d < lower:
         f = limit_ke * (lower - d) - limit_kd * wp.dot(k.de, n)
     return n * f
+
+
+@wp.func
+def free_dof_force(
+    i: int,
+    end: int,
+    n_lin: int,
+    n_ang: int,
+    qs: int,
+    ds: int,
+    ql: wp.vec3,
+    vl: wp.vec3,
+    qa: wp.vec3,
+    va: wp.vec3,
+    q_raw: float,
+    target_q: wp.array(dtype=float),
+    target_qd: wp.array(dtype=float),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    joint_stiffness: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_rest_q: wp.array(dtype=float),
+    joint_f: wp.array(dtype=float),
+    has_joint_f: int,
+) -> float:
+    """Generalized force on free scalar DOF ``i`` (linear DOFs first) of a PRISMATIC / REVOLUTE / D6
+    joint (:func:`dof_force`; the drive and limits of a single angular DOF see ``q_raw``); zero for
+    ``i >= end``."""
+    if i >= end:
+        return 0.0
+    d = ds + i
+    f_ext = float(0.0)
+    if has_joint_f != 0:
+        f_ext = joint_f[d]
+    q = pick(i, n_lin, ql, qa)
+    q_drive = q
+    if n_ang == 1 and i == n_lin:
+        q_drive = q_raw
+    return dof_force(
+        q_drive, q, pick(i, n_lin, vl, va), target_q[qs + i], target_qd[d], joint_target_ke[d], joint_target_kd[d],
+        joint_limit_lower[d], joint_limit_upper[d], joint_limit_ke[d], joint_limit_kd[d], joint_stiffness[d],
+        joint_damping[d], joint_rest_q[qs + i], f_ext,
+    )  # fmt: skip
 
 
 @wp.func
@@ -450,12 +522,14 @@ def eval_joint_forces_kernel(
         q_raw = raw_twist_angle(k.rel, joint_axis[ds + n_lin])
 
     # ---- attachment of the constrained DOFs (force at the child anchor, torque; parent anchor frame)
+    # (no dynamic loops in this kernel: Warp 1.19's adjoint of a value carried across the iterations of
+    # a runtime-bounded loop is wrong, measured; fixed-count code paths only)
     t = wp.quat_rotate_inv(R_wp, k.e)
     v = wp.quat_rotate_inv(R_wp, k.de)
-    for i in range(n_lin):
-        a = joint_axis[ds + i]
-        t = t - a * ql[i]
-        v = v - a * vl[i]
+    if n_lin > 0:
+        l0, l1, l2 = axis3(joint_axis, ds, n_lin)
+        t = t - axes_combine(n_lin, l0, l1, l2, ql)
+        v = v - axes_combine(n_lin, l0, l1, l2, vl)
     F = -attach_ke * t - attach_kd * v
     w = wp.quat_rotate_inv(R_wp, k.w_rel)
     T = wp.vec3(0.0)
@@ -486,32 +560,50 @@ def eval_joint_forces_kernel(
             fa = fa + wp.vec3(joint_f[ds], joint_f[ds + 1], joint_f[ds + 2])
         T = T + wp.quat_rotate(R_wp, fa)
     else:
+        n = n_lin + n_ang
         fl = wp.vec3(0.0)
         fa = wp.vec3(0.0)
-        for i in range(n_lin + n_ang):
-            d = ds + i
-            f_ext = float(0.0)
-            if has_joint_f != 0:
-                f_ext = joint_f[d]
-            q = pick(i, n_lin, ql, qa)
-            q_drive = q
-            if n_ang == 1 and i == n_lin:
-                q_drive = q_raw
-            f = dof_force(
-                q_drive, q, pick(i, n_lin, vl, va), target_q[qs + i], target_qd[d], joint_target_ke[d],
-                joint_target_kd[d], joint_limit_lower[d], joint_limit_upper[d], joint_limit_ke[d], joint_limit_kd[d],
-                joint_stiffness[d], joint_damping[d], joint_rest_q[qs + i], f_ext,
+        if n_lin > 0:
+            fl = wp.vec3(
+                free_dof_force(0, n_lin, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
+                free_dof_force(1, n_lin, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
+                free_dof_force(2, n_lin, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
             )  # fmt: skip
-            if i < n_lin:
-                fl[i] = f
-            else:
-                fa[i - n_lin] = f
+        if n_ang > 0:
+            fa = wp.vec3(
+                free_dof_force(n_lin, n, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
+                free_dof_force(n_lin + 1, n, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
+                free_dof_force(n_lin + 2, n, n_lin, n_ang, qs, ds, ql, vl, qa, va, q_raw, target_q, target_qd,
+                               joint_target_ke, joint_target_kd, joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                               joint_limit_kd, joint_stiffness, joint_damping, joint_rest_q, joint_f, has_joint_f),
+            )  # fmt: skip
 
         Fd, Td = dof_wrench(n_lin, n_ang, ds, joint_axis, k, qa, fl, fa)
         F = F + Fd
         T = T + Td
 
     apply_joint_wrench(body_f, p, c, k, F, T)
+
+
+@wp.func
+def mimic_g(i: int, n: int, n_lin: int, r_lin: int, ql: wp.vec3, vl: wp.vec3, qa: wp.vec3, va: wp.vec3, rql: wp.vec3,
+            rvl: wp.vec3, rqa: wp.vec3, rva: wp.vec3, cf: wp.vec2, mimic_ke: float, mimic_kd: float) -> float:  # fmt: skip
+    """Coupling force ``g`` on follower coordinate ``i`` (zero for ``i >= n``)."""
+    if i >= n:
+        return 0.0
+    return mimic_ke * (cf[0] + cf[1] * pick(i, r_lin, rql, rqa) - pick(i, n_lin, ql, qa)) + mimic_kd * (
+        cf[1] * pick(i, r_lin, rvl, rva) - pick(i, n_lin, vl, va)
+    )
 
 
 @wp.kernel(module="unique")
@@ -560,29 +652,30 @@ def eval_mimic_forces_kernel(
     ql, vl, qa, va = scalar_coords(jt, n_lin, n_ang, ds, joint_axis, k)
     rql, rvl, rqa, rva = scalar_coords(rt, r_lin, r_ang, r_ds, joint_axis, kr)
     cf = joint_mimic_coeffs[j]
-    fl = wp.vec3(0.0)
-    fa = wp.vec3(0.0)
-    gl = wp.vec3(0.0)
-    ga = wp.vec3(0.0)
-    for i in range(wp.min(n_lin + n_ang, r_lin + r_ang)):
-        g = mimic_ke * (cf[0] + cf[1] * pick(i, r_lin, rql, rqa) - pick(i, n_lin, ql, qa)) + mimic_kd * (
-            cf[1] * pick(i, r_lin, rvl, rva) - pick(i, n_lin, vl, va)
-        )
-        if i < n_lin:
-            fl[i] = g
-        else:
-            fa[i - n_lin] = g
-        if i < r_lin:
-            gl[i] = -cf[1] * g
-        else:
-            ga[i - r_lin] = -cf[1] * g
+    n = wp.min(n_lin + n_ang, r_lin + r_ang)
+    # per coordinate i < n: g_i on the follower, -c1 g_i on the reference (fixed-count code, no dynamic
+    # loop); the slots beyond each joint's own linear / angular counts are never read by dof_wrench
+    fl = wp.vec3(mimic_g(0, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                 mimic_g(1, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                 mimic_g(2, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd))  # fmt: skip
+    fa = wp.vec3(mimic_g(n_lin, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                 mimic_g(n_lin + 1, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                 mimic_g(n_lin + 2, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd))  # fmt: skip
+    gl = -cf[1] * wp.vec3(mimic_g(0, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                          mimic_g(1, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+                          mimic_g(2, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd))  # fmt: skip
+    ga = -cf[1] * wp.vec3(
+        mimic_g(r_lin, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+        mimic_g(r_lin + 1, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+        mimic_g(r_lin + 2, n, n_lin, r_lin, ql, vl, qa, va, rql, rvl, rqa, rva, cf, mimic_ke, mimic_kd),
+    )  # fmt: skip
     F, T = dof_wrench(n_lin, n_ang, ds, joint_axis, k, qa, fl, fa)
     apply_joint_wrench(body_f, joint_parent[j], joint_child[j], k, F, T)
     F, T = dof_wrench(r_lin, r_ang, r_ds, joint_axis, kr, rqa, gl, ga)
     apply_joint_wrench(body_f, joint_parent[ref], joint_child[ref], kr, F, T)
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel
 def update_joint_state_kernel(
     # Model:
     joint_type: wp.array(dtype=wp.int32),
@@ -655,7 +748,9 @@ class _Replays:
         if run is None:
             cmd = wp.launch(kernel, dim=dim, inputs=list(arrays[:n_in]) + list(scalars), outputs=list(arrays[n_in:]),
                             device=device, record_cmd=True)  # fmt: skip
-            run = replayer(cmd)  # keeps cmd (and so every array of the key) alive
+            run = replayer(cmd, relaunch=lambda: wp.launch(kernel, dim=dim, inputs=list(arrays[:n_in]) + list(scalars),
+                                                           outputs=list(arrays[n_in:]), device=device))  # fmt: skip
+            # (the replay keeps cmd, and so every array of the key, alive)
             self.entries[key] = run
             if len(self.entries) > self.max_entries:
                 self.entries.popitem(last=False)
@@ -666,7 +761,12 @@ class _Replays:
 
 def _launch(model, kernel, dim: int, arrays: list, scalars: tuple, n_in: int) -> None:
     """Launch through the model's :class:`_Replays` (created on first use; direct launch if the model
-    takes no attributes). Array arguments come first in the kernels' signatures, scalars last."""
+    takes no attributes, or while a ``wp.Tape`` records, so that the tape records the launch). Array
+    arguments come first in the kernels' signatures, scalars last."""
+    if tape_recording():
+        wp.launch(kernel, dim=dim, inputs=list(arrays[:n_in]) + list(scalars), outputs=list(arrays[n_in:]),
+                  device=model.device)  # fmt: skip
+        return
     cache = getattr(model, "_si_joint_replays", None)
     if cache is None:
         cache = _Replays()

@@ -56,6 +56,85 @@ def _add_force_at(
         wp.atomic_add(body_f, b, spatial(f_W, wp.cross(p_W - com_W, f_W)))
 
 
+@wp.func
+def _contact_force_item(
+    i: int,
+    count: int,
+    shape_body: wp.array(dtype=wp.int32),
+    shape_ke: wp.array(dtype=float),
+    shape_kd: wp.array(dtype=float),
+    shape_kf: wp.array(dtype=float),
+    shape_ka: wp.array(dtype=float),
+    shape_mu: wp.array(dtype=float),
+    body_com: wp.array(dtype=wp.vec3),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    contact_shape0: wp.array(dtype=wp.int32),
+    contact_shape1: wp.array(dtype=wp.int32),
+    contact_point0: wp.array(dtype=wp.vec3),
+    contact_point1: wp.array(dtype=wp.vec3),
+    contact_normal: wp.array(dtype=wp.vec3),
+    contact_margin0: wp.array(dtype=float),
+    contact_margin1: wp.array(dtype=float),
+    contact_stiffness: wp.array(dtype=float),
+    contact_damping: wp.array(dtype=float),
+    contact_friction: wp.array(dtype=float),
+    body_f: wp.array(dtype=wp.spatial_vector),
+    contact_force: wp.array(dtype=wp.vec3),
+):
+    """Contact ``i`` of :func:`body_contact_forces_kernel` (a function with early returns: Warp 1.19
+    drops the adjoint of a dynamic-loop iteration that ends with ``continue``, NVIDIA/warp#1552)."""
+    if i >= count:
+        contact_force[i] = wp.vec3(0.0)
+        return
+    s0 = contact_shape0[i]
+    s1 = contact_shape1[i]
+    if s0 < 0 or s1 < 0:
+        contact_force[i] = wp.vec3(0.0)
+        return
+    b0 = shape_body[s0]
+    b1 = shape_body[s1]
+    n = contact_normal[i]
+    p0 = contact_point0[i]
+    p1 = contact_point1[i]
+    if b0 >= 0:
+        p0 = wp.transform_point(body_q[b0], p0)
+    if b1 >= 0:
+        p1 = wp.transform_point(body_q[b1], p1)
+    pa = p0 + contact_margin0[i] * n
+    pb = p1 - contact_margin1[i] * n
+    d = wp.dot(n, pb - pa)
+    ka = 0.5 * (shape_ka[s0] + shape_ka[s1])
+    if d >= ka:
+        contact_force[i] = wp.vec3(0.0)
+        return
+    ke = 0.5 * (shape_ke[s0] + shape_ke[s1])
+    kd = 0.5 * (shape_kd[s0] + shape_kd[s1])
+    kf = 0.5 * (shape_kf[s0] + shape_kf[s1])
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    if contact_stiffness[i] > 0.0:
+        ke = contact_stiffness[i]
+    if contact_damping[i] > 0.0:
+        kd = contact_damping[i]
+    if contact_friction[i] > 0.0:
+        mu = contact_friction[i]
+    v = _body_point_velocity(b1, pb, body_q, body_qd, body_com) - _body_point_velocity(
+        b0, pa, body_q, body_qd, body_com
+    )
+    vn = wp.dot(n, v)
+    fn = -ke * d
+    if d < 0.0:
+        fn = fn - kd * wp.min(vn, 0.0)
+    vt = v - vn * n
+    vt_len = wp.length(vt)
+    f = fn * n
+    if vt_len > 0.0:
+        f = f - wp.min(kf * vt_len, mu * wp.abs(fn)) / vt_len * vt
+    contact_force[i] = f
+    _add_force_at(b1, f, pb, body_q, body_com, body_f)
+    _add_force_at(b0, -f, pa, body_q, body_com, body_f)
+
+
 @wp.kernel
 def body_contact_forces_kernel(
     # Model:
@@ -102,55 +181,63 @@ def body_contact_forces_kernel(
     capacity = contact_shape0.shape[0]
     count = wp.min(contact_count[0], capacity)
     for i in range(tid, capacity, stride):
-        if i >= count:
-            contact_force[i] = wp.vec3(0.0)
-            continue
-        s0 = contact_shape0[i]
-        s1 = contact_shape1[i]
-        if s0 < 0 or s1 < 0:
-            contact_force[i] = wp.vec3(0.0)
-            continue
-        b0 = shape_body[s0]
-        b1 = shape_body[s1]
-        n = contact_normal[i]
-        p0 = contact_point0[i]
-        p1 = contact_point1[i]
-        if b0 >= 0:
-            p0 = wp.transform_point(body_q[b0], p0)
-        if b1 >= 0:
-            p1 = wp.transform_point(body_q[b1], p1)
-        pa = p0 + contact_margin0[i] * n
-        pb = p1 - contact_margin1[i] * n
-        d = wp.dot(n, pb - pa)
-        ka = 0.5 * (shape_ka[s0] + shape_ka[s1])
-        if d >= ka:
-            contact_force[i] = wp.vec3(0.0)
-            continue
-        ke = 0.5 * (shape_ke[s0] + shape_ke[s1])
-        kd = 0.5 * (shape_kd[s0] + shape_kd[s1])
-        kf = 0.5 * (shape_kf[s0] + shape_kf[s1])
-        mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
-        if contact_stiffness[i] > 0.0:
-            ke = contact_stiffness[i]
-        if contact_damping[i] > 0.0:
-            kd = contact_damping[i]
-        if contact_friction[i] > 0.0:
-            mu = contact_friction[i]
-        v = _body_point_velocity(b1, pb, body_q, body_qd, body_com) - _body_point_velocity(
-            b0, pa, body_q, body_qd, body_com
-        )
-        vn = wp.dot(n, v)
-        fn = -ke * d
-        if d < 0.0:
-            fn = fn - kd * wp.min(vn, 0.0)
-        vt = v - vn * n
-        vt_len = wp.length(vt)
-        f = fn * n
-        if vt_len > 0.0:
-            f = f - wp.min(kf * vt_len, mu * wp.abs(fn)) / vt_len * vt
-        contact_force[i] = f
-        _add_force_at(b1, f, pb, body_q, body_com, body_f)
-        _add_force_at(b0, -f, pa, body_q, body_com, body_f)
+        _contact_force_item(i, count, shape_body, shape_ke, shape_kd, shape_kf, shape_ka, shape_mu, body_com, body_q,
+                            body_qd, contact_shape0, contact_shape1, contact_point0, contact_point1, contact_normal,
+                            contact_margin0, contact_margin1, contact_stiffness, contact_damping, contact_friction,
+                            body_f, contact_force)  # fmt: skip
+
+
+@wp.func
+def _integrate_body(
+    i: int,
+    X: wp.transform,
+    qd: wp.spatial_vector,
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inertia: wp.array(dtype=wp.mat33),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_world: wp.array(dtype=wp.int32),
+    gravity: wp.array(dtype=wp.vec3),
+    body_free_dof: wp.array(dtype=wp.int32),
+    body_f_ext: wp.array(dtype=wp.spatial_vector),
+    has_body_f: int,
+    joint_f: wp.array(dtype=float),
+    has_joint_f: int,
+    body_f_int: wp.array(dtype=wp.spatial_vector),
+    angular_damping: float,
+    dt: float,
+    body_q_out: wp.array(dtype=wp.transform),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
+):
+    """One dynamic body of :func:`integrate_bodies_kernel`."""
+    F = body_f_int[i]
+    if has_body_f != 0:
+        F = F + body_f_ext[i]
+    if has_joint_f != 0:
+        k = body_free_dof[i]
+        if k >= 0:
+            F = F + wp.spatial_vector(
+                joint_f[k], joint_f[k + 1], joint_f[k + 2], joint_f[k + 3], joint_f[k + 4], joint_f[k + 5]
+            )
+    p = wp.transform_get_translation(X)
+    q = wp.transform_get_rotation(X)
+    com = body_com[i]
+    c = p + wp.quat_rotate(q, com)
+    inv_m = body_inv_mass[i]
+    v = lin(qd)
+    w = ang(qd)
+    a = lin(F) * inv_m
+    if inv_m > 0.0:
+        a = a + gravity_of_world(gravity, body_world[i])  # world -1: the last (global) row
+    v1 = v + dt * a
+    R = wp.quat_to_matrix(q)
+    I_W = R * body_inertia[i] * wp.transpose(R)
+    I_W_inv = R * body_inv_inertia[i] * wp.transpose(R)
+    w1 = w + dt * (I_W_inv * (ang(F) - wp.cross(w, I_W * w)))
+    q1 = wp.normalize(q + 0.5 * dt * wp.quat(w1[0], w1[1], w1[2], 0.0) * q)
+    c1 = c + dt * v1
+    body_q_out[i] = wp.transform(c1 - wp.quat_rotate(q1, com), q1)
+    body_qd_out[i] = spatial(v1, w1 * (1.0 - angular_damping * dt))
 
 
 @wp.kernel
@@ -207,35 +294,10 @@ def integrate_bodies_kernel(
         if (body_flags[i] & BODY_KINEMATIC) != 0:
             body_q_out[i] = X
             body_qd_out[i] = qd
-            continue
-        F = body_f_int[i]
-        if has_body_f != 0:
-            F = F + body_f_ext[i]
-        if has_joint_f != 0:
-            k = body_free_dof[i]
-            if k >= 0:
-                F = F + wp.spatial_vector(
-                    joint_f[k], joint_f[k + 1], joint_f[k + 2], joint_f[k + 3], joint_f[k + 4], joint_f[k + 5]
-                )
-        p = wp.transform_get_translation(X)
-        q = wp.transform_get_rotation(X)
-        com = body_com[i]
-        c = p + wp.quat_rotate(q, com)
-        inv_m = body_inv_mass[i]
-        v = lin(qd)
-        w = ang(qd)
-        a = lin(F) * inv_m
-        if inv_m > 0.0:
-            a = a + gravity_of_world(gravity, body_world[i])  # world -1: the last (global) row
-        v1 = v + dt * a
-        R = wp.quat_to_matrix(q)
-        I_W = R * body_inertia[i] * wp.transpose(R)
-        I_W_inv = R * body_inv_inertia[i] * wp.transpose(R)
-        w1 = w + dt * (I_W_inv * (ang(F) - wp.cross(w, I_W * w)))
-        q1 = wp.normalize(q + 0.5 * dt * wp.quat(w1[0], w1[1], w1[2], 0.0) * q)
-        c1 = c + dt * v1
-        body_q_out[i] = wp.transform(c1 - wp.quat_rotate(q1, com), q1)
-        body_qd_out[i] = spatial(v1, w1 * (1.0 - angular_damping * dt))
+        else:
+            _integrate_body(i, X, qd, body_com, body_inv_mass, body_inertia, body_inv_inertia, body_world, gravity,
+                            body_free_dof, body_f_ext, has_body_f, joint_f, has_joint_f, body_f_int, angular_damping,
+                            dt, body_q_out, body_qd_out)  # fmt: skip
 
 
 @wp.kernel

@@ -355,6 +355,57 @@ def soft_contact_force(
 
 
 @wp.func
+def _pair_force(
+    i: int,
+    j: int,
+    xi: wp.vec3,
+    vi: wp.vec3,
+    ri: float,
+    x: wp.array(dtype=wp.vec3),
+    v: wp.array(dtype=wp.vec3),
+    radius: wp.array(dtype=float),
+    p_ke: float,
+    p_kd: float,
+    p_kf: float,
+    p_mu: float,
+    cohesion: float,
+) -> wp.vec3:
+    """Contact force of particle ``j`` on particle ``i`` (zero outside the contact band)."""
+    d = xi - x[j]
+    dist = wp.length(d)
+    gap = dist - ri - radius[j]
+    if gap <= cohesion and dist > 0.0:
+        return contact_force(d / dist, gap, vi - v[j], p_ke, p_kd, p_kf, p_mu, 1)
+    return wp.vec3(0.0)
+
+
+@wp.func
+def _triangle_contact_force(
+    xi: wp.vec3,
+    ri: float,
+    a: int,
+    b: int,
+    c: int,
+    x: wp.array(dtype=wp.vec3),
+    tri_ke: float,
+    f: wp.array(dtype=wp.vec3),
+) -> wp.vec3:
+    """Force of triangle ``(a, b, c)`` on a particle at ``xi``; its opposite is spread over the vertices."""
+    bary = closest_point_triangle(xi, x[a], x[b], x[c])
+    q = bary[0] * x[a] + bary[1] * x[b] + bary[2] * x[c]
+    d = xi - q
+    dist = wp.length(d)
+    gap = dist - ri
+    if gap < 0.0 and dist > 0.0:
+        fc = (d / dist) * (-gap * tri_ke)
+        wp.atomic_sub(f, a, bary[0] * fc)
+        wp.atomic_sub(f, b, bary[1] * fc)
+        wp.atomic_sub(f, c, bary[2] * fc)
+        return fc
+    return wp.vec3(0.0)
+
+
+@wp.func
 def particle_contacts(
     i: int,
     x: wp.array(dtype=wp.vec3),
@@ -376,44 +427,30 @@ def particle_contacts(
     tri_ke: float,
     f: wp.array(dtype=wp.vec3),
 ):
+    # (the query loops only accumulate into ``fi``: their per-candidate work lives in functions, so
+    # no variable is redefined inside a dynamic loop and the adjoint stays exact)
     if not _active(flags, i):
         return
     xi = x[i]
+    vi = v[i]
     ri = radius[i]
     wi = world[i]
     fi = wp.vec3(0.0)
     if use_grid != 0:
-        vi = v[i]
         query = wp.hash_grid_query(grid, xi, ri + max_radius + cohesion)
         j = int(0)
         while wp.hash_grid_query_next(query, j):
             if j != i and _active(flags, j) and _same_world(wi, world[j]):
-                d = xi - x[j]
-                dist = wp.length(d)
-                gap = dist - ri - radius[j]
-                if gap <= cohesion and dist > 0.0:
-                    fi = fi + contact_force(d / dist, gap, vi - v[j], p_ke, p_kd, p_kf, p_mu, 1)
+                fi = fi + _pair_force(i, j, xi, vi, ri, x, v, radius, p_ke, p_kd, p_kf, p_mu, cohesion)
     if tri_contact != 0:
-        lo = xi - wp.vec3(ri)
-        hi = xi + wp.vec3(ri)
-        tq = wp.mesh_query_aabb(mesh, lo, hi)
+        tq = wp.mesh_query_aabb(mesh, xi - wp.vec3(ri), xi + wp.vec3(ri))
         t = int(0)
         while wp.mesh_query_next(tq, t):
             a = tri_indices[t, 0]
             b = tri_indices[t, 1]
             c = tri_indices[t, 2]
             if a != i and b != i and c != i and _same_world(wi, world[a]):
-                bary = closest_point_triangle(xi, x[a], x[b], x[c])
-                q = bary[0] * x[a] + bary[1] * x[b] + bary[2] * x[c]
-                d = xi - q
-                dist = wp.length(d)
-                gap = dist - ri
-                if gap < 0.0 and dist > 0.0:
-                    fc = (d / dist) * (-gap * tri_ke)
-                    fi = fi + fc
-                    wp.atomic_sub(f, a, bary[0] * fc)
-                    wp.atomic_sub(f, b, bary[1] * fc)
-                    wp.atomic_sub(f, c, bary[2] * fc)
+                fi = fi + _triangle_contact_force(xi, ri, a, b, c, x, tri_ke, f)
     wp.atomic_add(f, i, fi)
 
 
@@ -489,33 +526,29 @@ def eval_particle_forces_kernel(
     particle_f: wp.array(dtype=wp.vec3),
     body_f: wp.array(dtype=wp.spatial_vector),
 ):
+    # An if / elif chain, not ``continue``: Warp 1.19 drops the adjoint of a dynamic-loop iteration
+    # that ends with ``continue`` (NVIDIA/warp#1552).
     for item in range(wp.tid(), work, stride):
-        tid = item
-        if tid < spring_count:
-            spring_force(tid, x, v, spring_indices, spring_rest, spring_ke, spring_kd, particle_f)
-            continue
-        tid -= spring_count
-        if tid < tri_count:
-            triangle_force(tid, x, v, tri_indices, tri_poses, tri_materials, tri_activation, particle_f)
-            continue
-        tid -= tri_count
-        if tid < edge_count:
-            edge_force(tid, x, v, edge_indices, edge_rest_angle, edge_props, particle_f)
-            continue
-        tid -= edge_count
-        if tid < tet_count:
-            tet_force(tid, x, v, tet_indices, tet_poses, tet_materials, tet_activation, particle_f)
-            continue
-        tid -= tet_count
-        if tid < soft_count:
-            soft_contact_force(tid, x, v, radius, flags, contact_count, contact_particle, contact_shape,
+        t_tri = item - spring_count
+        t_edge = t_tri - tri_count
+        t_tet = t_edge - edge_count
+        t_soft = t_tet - tet_count
+        t_part = t_soft - soft_count
+        if item < spring_count:
+            spring_force(item, x, v, spring_indices, spring_rest, spring_ke, spring_kd, particle_f)
+        elif t_tri < tri_count:
+            triangle_force(t_tri, x, v, tri_indices, tri_poses, tri_materials, tri_activation, particle_f)
+        elif t_edge < edge_count:
+            edge_force(t_edge, x, v, edge_indices, edge_rest_angle, edge_props, particle_f)
+        elif t_tet < tet_count:
+            tet_force(t_tet, x, v, tet_indices, tet_poses, tet_materials, tet_activation, particle_f)
+        elif t_soft < soft_count:
+            soft_contact_force(t_soft, x, v, radius, flags, contact_count, contact_particle, contact_shape,
                                contact_body_pos, contact_body_vel, contact_normal, shape_body, shape_ke, shape_kd,
                                shape_kf, shape_mu, body_q, body_qd, body_com, soft_ke, soft_kd, soft_kf, soft_mu,
                                particle_f, body_f)  # fmt: skip
-            continue
-        tid -= soft_count
-        if tid < particle_count:
-            particle_contacts(tid, x, v, radius, flags, world, grid, use_grid, max_radius, p_ke, p_kd, p_kf, p_mu,
+        elif t_part < particle_count:
+            particle_contacts(t_part, x, v, radius, flags, world, grid, use_grid, max_radius, p_ke, p_kd, p_kf, p_mu,
                               cohesion, mesh, tri_contact, tri_indices, soft_ke, particle_f)  # fmt: skip
 
 

@@ -24,6 +24,11 @@ not re-pack ~60 kernel arguments; both kernels loop with a grid stride (one thre
 on the CPU, one per item on a GPU); the grid build (particle-particle contacts) and mesh refit
 (triangle contacts) run only when the model has what they serve.
 
+Under a recording ``wp.Tape`` both kernels are launched with ``wp.launch`` (the tape records them, no
+replay), and ``eval`` records a function on the tape that rebuilds the grid and refits the BVH from
+this call's positions during the backward pass, right before this launch's adjoint (which queries
+them again): a later call has rebuilt them from other positions by then.
+
 ``friction_smoothing`` is accepted for the interface; it does not change particle friction
 (the reference engine's particle contacts do not use it either, measured).
 """
@@ -33,7 +38,14 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
+from armillary.launch import tape_recording
+
 from . import particle_kernels as K
+
+try:
+    from warp._src import context as _warp_context
+except ImportError:  # older Warp layouts
+    from warp import context as _warp_context
 
 _CACHE_SIZE = 8
 
@@ -93,7 +105,7 @@ class ParticleForces:
         # particle-triangle contacts: a BVH over the triangles, refit on a private copy of positions
         self._tri_contact = self.enable_tri_contact and self.T > 0 and N > 0 and self.max_radius > 0.0
         if self._tri_contact:
-            self._mesh_x = wp.clone(m.particle_q)
+            self._mesh_x = wp.clone(m.particle_q, requires_grad=False)
             self._mesh = wp.Mesh(points=self._mesh_x, indices=m.tri_indices.flatten())
         else:
             self._mesh = self._mesh_x = None
@@ -176,7 +188,11 @@ class ParticleForces:
         return 1 if self._is_cpu else max(int(n), 1)
 
     def _run(self, kernel, dim: int, args: list) -> None:
-        """Launch ``kernel`` with ``args``, replaying a recorded launch for the same arrays and values."""
+        """Launch ``kernel`` with ``args``, replaying a recorded launch for the same arrays and values
+        (``wp.launch`` while a ``wp.Tape`` records, so that the tape records it)."""
+        if tape_recording():
+            wp.launch(kernel, dim=dim, inputs=args, device=self.device)
+            return
         key = (kernel.key, dim) + tuple(id(a) if isinstance(a, wp.array) else a for a in args)
         entry = self._launches.pop(key, None)
         if entry is None:
@@ -209,12 +225,11 @@ class ParticleForces:
         p_ke = float(getattr(m, "particle_ke", 0.0) or 0.0)
         p_kd = float(getattr(m, "particle_kd", 0.0) or 0.0)
         if self._pp and (p_ke != 0.0 or p_kd != 0.0):
-            self._grid.build(x, radius=2.0 * self.max_radius + max(cohesion, 0.0))
+            self._build_grid(x, cohesion)
             use_grid = 1
         tri_contact = 0
         if self._tri_contact:
-            wp.copy(self._mesh_x, x)
-            self._mesh.refit()
+            self._refit_mesh(x)
             tri_contact = 1
         work = self.S + self.T + self.E + self.K + soft_count + (N if (use_grid or tri_contact) else 0)
         if work == 0:
@@ -251,6 +266,25 @@ class ParticleForces:
             particle_f, body_f if (body_f is not None and bodies) else E._empty_s,
         ]  # fmt: skip
         self._run(K.eval_particle_forces_kernel, dim, args)
+        tape = _warp_context.runtime.tape
+        if tape is not None and (use_grid or tri_contact):
+            # The adjoint of the force kernel queries the grid / BVH again; a later step rebuilds them
+            # from its own positions, so the backward pass rebuilds them from this step's positions
+            # first (recorded after the launch: the tape runs it before the launch's adjoint).
+            def rebuild(x=x, grid=bool(use_grid), mesh=bool(tri_contact), cohesion=cohesion):
+                if grid:
+                    self._build_grid(x, cohesion)
+                if mesh:
+                    self._refit_mesh(x)
+
+            tape.record_func(backward=rebuild, arrays=[])
+
+    def _build_grid(self, x, cohesion: float) -> None:
+        self._grid.build(x, radius=2.0 * self.max_radius + max(cohesion, 0.0))
+
+    def _refit_mesh(self, x) -> None:
+        wp.copy(self._mesh_x, x)  # no gradient: the kernel reads the triangle vertices from ``x``
+        self._mesh.refit()
 
     def integrate(self, state_in, state_out, particle_f, dt: float) -> None:
         """Semi-implicit Euler of the particles from ``state_in`` into ``state_out`` (see the module

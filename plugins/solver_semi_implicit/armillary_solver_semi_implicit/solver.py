@@ -15,7 +15,7 @@ import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags
-from armillary.launch import LaunchCache
+from armillary.launch import LaunchCache, tape_recording
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.coupling import CouplingInterface
@@ -91,6 +91,14 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
     never synchronises with the host and accepts ``state_in is state_out`` (every force is
     evaluated before anything is written).
 
+    Differentiable (``capabilities.differentiable``): steps recorded on a ``wp.Tape`` through a list
+    of states (``finalize(requires_grad=True)``, ``model.state(requires_grad=True)``, one state per
+    step) back-propagate into the initial state, ``Control`` and the model's parameters. While a tape
+    records, every launch goes through ``wp.launch`` (no replays), each step writes its forces into
+    fresh scratch arrays (48 B per body and 24 B per particle per step, gradients included) and the
+    backward pass rebuilds the particle hash grid and triangle BVH from each step's positions
+    before that step's adjoint. See the README's "Differentiability" section.
+
     Args:
         model: the :class:`~armillary.Model` to simulate (or a coupling ``ModelView``).
         angular_damping: angular velocity decay rate [1/s]: each step multiplies the new angular
@@ -114,7 +122,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
     Attributes:
         body_f_int: ``wp.array(dtype=wp.spatial_vector)``, per body: the joint, contact and
             particle-contact wrench (world frame, at the COM) of the last step (external inputs
-            excluded).
+            excluded); a new array after each step recorded on a ``wp.Tape``.
     """
 
     capabilities = SolverCapabilities(
@@ -157,6 +165,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         ),
         deterministic=False,  # atomics accumulate forces: order-dependent on GPUs unless `deterministic` is set
         collision_pipeline=True,
+        differentiable=True,  # every launch is taped while a wp.Tape records; per-step scratch (README)
     )
     SUPPORTED_OBSERVABLES = frozenset({"body_qdd", "body_parent_f", "contact_f"})
     """``body_qdd``; ``contact_f`` from the penalty forces; ``body_parent_f`` by Newton-Euler from
@@ -202,7 +211,8 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         self._empty_s = wp.zeros(0, dtype=wp.spatial_vector, device=dev)
         self._empty_f = wp.zeros(0, dtype=float, device=dev)
         self._empty_v = wp.zeros(0, dtype=wp.vec3, device=dev)
-        self.body_f_int = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
+        self._body_f_scratch = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
+        self.body_f_int = self._body_f_scratch
         self._impulse = wp.zeros(nb, dtype=wp.spatial_vector, device=dev)
         self._impulse_time = wp.zeros(nb, dtype=float, device=dev)
         self._track_impulse = False
@@ -279,10 +289,29 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         observed = begin_step(self, observables, state_in, state_out, contacts)
 
         model, dev, nb = self.model, self.device, self.body_count
-        launch = self._launches.launch
-        body_f_int = self.body_f_int
-        if nb:
-            body_f_int.zero_()
+        taped = tape_recording()
+        launch = self._launch_taped if taped else self._launches.launch
+        if taped:
+            wants_grad = getattr(model, "requires_grad", False) or getattr(state_in, "requires_grad", False)
+            if state_in is state_out and wants_grad:
+                raise ValueError(
+                    "SolverSemiImplicit.step: state_in is state_out while a wp.Tape records on arrays that require "
+                    "gradients: the in-place update would overwrite the values this step's adjoint reads; step "
+                    "into a new State each step (a list of states)"
+                )
+            # per-step scratch: a later step must not overwrite what this step's adjoint reads
+            body_f_int = wp.zeros(nb, dtype=wp.spatial_vector, device=dev, requires_grad=True)
+            particle_f = None
+            if self._particles is not None:
+                particle_f = wp.zeros(self.particle_count, dtype=wp.vec3, device=dev, requires_grad=True)
+        else:
+            body_f_int = self._body_f_scratch
+            particle_f = self._particle_f
+            if nb:
+                body_f_int.zero_()
+            if particle_f is not None:
+                particle_f.zero_()
+        self.body_f_int = body_f_int
         # ---- rigid contacts
         rigid_max = 0
         if contacts is not None and nb and self._shape_count:
@@ -307,8 +336,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
                               joint_mimic_ke=self.joint_mimic_ke, joint_mimic_kd=self.joint_mimic_kd)  # fmt: skip
         # ---- particles (forces, including particle-shape reactions on bodies)
         if self._particles is not None:
-            self._particle_f.zero_()
-            self._particles.eval(state_in, control, contacts, self._particle_f, body_f_int if nb else None)
+            self._particles.eval(state_in, control, contacts, particle_f, body_f_int if nb else None)
         # ---- integrate
         if nb:
             body_f = getattr(state_in, "body_f", None)
@@ -321,7 +349,7 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
                     self.angular_damping, dt, 1 if self._track_impulse else 0, nb, self._loop_dim(nb)],
                    [self._impulse, self._impulse_time, state_out.body_q, state_out.body_qd], device=dev)  # fmt: skip
         if self._particles is not None:
-            self._particles.integrate(state_in, state_out, self._particle_f, dt)
+            self._particles.integrate(state_in, state_out, particle_f, dt)
         if self.joint_count and nb:
             jq, jqd = getattr(state_out, "joint_q", None), getattr(state_out, "joint_qd", None)
             if jq is not None and jqd is not None:
@@ -329,6 +357,12 @@ class SolverSemiImplicit(SolverBase, CouplingInterface):
         self._last_dt = dt
         if observed is not None:
             observed.finish(state_out, dt, contact_force=self._contact_force if rigid_max else None)
+
+    @staticmethod
+    def _launch_taped(kernel, dim, inputs, outputs=(), device=None) -> None:
+        """``wp.launch`` (recorded by the active tape) instead of a cached replay: per-step arrays
+        would only fill the replay cache."""
+        wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device)
 
     # ------------------------------------------------------------------ contact forces
     def update_contacts(self, contacts, state=None) -> None:
