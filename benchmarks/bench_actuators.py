@@ -12,7 +12,8 @@ actuator's cost relative to the physics step. When the reference engine (newton)
 the same interpreter, its ``DrivePD`` + ``Delay`` + ``ClampingDCMotor`` (and ``DriveNeuralMLP`` on
 the same checkpoint, when it loads) are timed side by side on identical builder calls, black box.
 
-Run: ``python benchmarks/bench_actuators.py [--worlds N] [--steps N] [--device cpu|cuda:0] [--quick]``.
+Run: ``python benchmarks/bench_actuators.py [--worlds N] [--steps N] [--device cpu|cuda:0] [--quick] [--json PATH]
+[--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import argparse
 import json
 import os
 import tempfile
-import time
 import warnings
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 DT = 2.0e-3
 DELAY = 3
@@ -110,11 +112,11 @@ def time_actuators(model, steps: int) -> float:
     for _ in range(5):  # compile + warm up
         one()
     wp.synchronize_device(model.device)
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(steps):
         one()
     wp.synchronize_device(model.device)
-    return steps / (time.perf_counter() - t)
+    return steps / (protocol.clock() - t)
 
 
 def time_featherstone(nt, model, steps: int) -> float | None:
@@ -130,12 +132,12 @@ def time_featherstone(nt, model, steps: int) -> float | None:
         solver.step(s0, s1, control, None, DT)
         s0, s1 = s1, s0
     wp.synchronize_device(model.device)
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(steps):
         solver.step(s0, s1, control, None, DT)
         s0, s1 = s1, s0
     wp.synchronize_device(model.device)
-    return steps / (time.perf_counter() - t)
+    return steps / (protocol.clock() - t)
 
 
 def report(name: str, act_rate: float, fs_rate: float | None, dofs: int) -> None:
@@ -174,9 +176,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--device", default=None, help="Warp device (default: Warp's default device)")
     parser.add_argument("--quick", action="store_true", help="64 worlds, 20 steps: a smoke run")
     parser.add_argument("--no-reference", action="store_true", help="do not time the reference engine")
+    protocol.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.worlds, args.steps = 64, 20
+    table = protocol.Results.from_args(__file__, args)
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
     device = str(wp.get_device(args.device))
@@ -187,6 +191,7 @@ def main(argv=None) -> dict:
     reference = None
     if not args.no_reference:
         try:
+            protocol.reference_on_path()
             import newton
             import newton.actuators as NA
 
@@ -213,6 +218,13 @@ def main(argv=None) -> dict:
                     print(f"  ratio armillary/newton, {what}: {a / b:.2f}")
         elif not args.no_reference:
             print("  (reference engine not importable: no side-by-side timing)")
+    scenes = {"featherstone": "SolverFeatherstone step (for scale)", "pd_delay_dc": f"PD + delay({DELAY}) + DC motor",
+              "mlp": "MLP 2x64 (ONNX)"}  # fmt: skip
+    for key, scene in scenes.items():
+        for engine, rates in results.items():
+            vs = "newton" if engine == "armillary" and results.get("newton", {}).get(key) else None
+            table.add(f"{scene}, quadruped x {args.worlds} worlds", engine, rates.get(key), ratio_vs=vs,
+                      dofs=args.worlds * 12)
     return results
 
 

@@ -1,15 +1,16 @@
 """Build and finalize a 1024-world replicated 30-body robot; prints timings (target: < 2 s total).
 
-Run: ``python benchmarks/bench_build.py [--worlds N] [--bodies N]``.
+Run: ``python benchmarks/bench_build.py [--worlds N] [--bodies N] [--quick] [--json PATH] [--cpu-time]`` (the last two:
+``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import warp as wp
 
+import _protocol as protocol
 import armillary as newton
 
 
@@ -45,22 +46,31 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--worlds", type=int, default=1024)
     p.add_argument("--bodies", type=int, default=30)
+    p.add_argument("--quick", action="store_true", help="64 worlds: a smoke run")
+    protocol.add_arguments(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.worlds = 64
+    results = protocol.Results.from_args(__file__, args)
     wp.init()
-    t0 = time.perf_counter()
+    t0 = protocol.clock()
     robot = make_robot(args.bodies)
     scene = newton.ModelBuilder()
     scene.add_ground_plane()
     scene.replicate(robot, world_count=args.worlds, spacing=(2.0, 2.0, 0.0))
-    t1 = time.perf_counter()
+    t1 = protocol.clock()
     model = scene.finalize(device="cpu")
-    t2 = time.perf_counter()
+    t2 = protocol.clock()
     out = {"build_s": t1 - t0, "finalize_s": t2 - t1, "bodies": model.body_count, "joints": model.joint_count,
            "shapes": model.shape_count, "worlds": model.world_count}  # fmt: skip
     print(f"build    {out['build_s']:.3f} s")
     print(f"finalize {out['finalize_s']:.3f} s")
     print(f"total    {out['build_s'] + out['finalize_s']:.3f} s  ({model.body_count} bodies, {model.joint_count} joints, "
           f"{model.shape_count} shapes, {model.world_count} worlds)")  # fmt: skip
+    scene_name = f"{args.bodies}-body robot x {args.worlds} worlds"
+    results.add(f"{scene_name}: build", "armillary", out["build_s"], "s")
+    results.add(f"{scene_name}: finalize", "armillary", out["finalize_s"], "s")
+    results.add(f"{scene_name}: build + finalize", "armillary", out["build_s"] + out["finalize_s"], "s")
     return out
 
 

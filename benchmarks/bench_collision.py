@@ -7,17 +7,19 @@ a hydroelastic box (primitive SDFs, ``sdf_max_resolution=32``), for armillary an
 the reference engine newton on the identical scene (newton builds SDFs only on CUDA: its SDF and
 hydroelastic rows read "error" on the CPU).
 
-Usage: python benchmarks/bench_collision.py [--device cpu] [--calls 50]
+Usage: python benchmarks/bench_collision.py [--device cpu] [--calls 50] [--quick] [--json PATH] [--cpu-time]
+(the last two: benchmarks/_protocol.py)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import time
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 
 def random_primitives(lib, n=1000, seed=0, device="cpu"):
@@ -194,11 +196,11 @@ def bench(lib, scene, broad_phase, calls, device, **kw):
     for _ in range(3):
         pipeline.collide(state, contacts)
     wp.synchronize_device(device)
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(calls):
         pipeline.collide(state, contacts)
     wp.synchronize_device(device)
-    dt = time.perf_counter() - t
+    dt = protocol.clock() - t
     return calls / dt, int(contacts.rigid_contact_count.numpy()[0])
 
 
@@ -206,9 +208,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="5 calls per scene: a smoke run")
+    protocol.add_arguments(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.calls = 5
+    results = protocol.Results.from_args(__file__, args)
     wp.config.quiet = True
     libs = {"armillary": importlib.import_module("armillary")}
+    protocol.reference_on_path()
     try:
         libs["newton"] = importlib.import_module("newton")
     except ImportError:
@@ -229,6 +237,8 @@ def main():
             try:
                 rate, n = bench(lib, scene, bp, args.calls, args.device, **kw)
                 rates[(label, name)] = rate
+                results.add(f"{label} ({bp})", name, rate, "calls/s", contacts=n,
+                            ratio_vs="newton" if name != "newton" and "newton" in libs else None)
                 row.append(f"{rate:18.1f} {n:8d}")
             except Exception as e:  # a scene one engine cannot build or collide
                 row.append(f"{'error: ' + type(e).__name__:>18s} {'-':>8s}")

@@ -25,7 +25,8 @@ dual updates; for the proxy also its collision refresh divided by the iterations
 Warm-up steps (kernel compilation) are not timed. Never run as a test.
 
 Run: ``python benchmarks/bench_coupling.py [--scene admm proxy] [--steps 200] [--iterations 1 2 4]
-[--copies 1] [--repeats 5] [--mode lagged|staggered] [--device cpu|cuda:0] [--profile]``.
+[--copies 1] [--repeats 5] [--mode lagged|staggered] [--device cpu|cuda:0] [--profile] [--quick] [--json PATH]
+[--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 import warnings
 
 import numpy as np
 import warp as wp
 
+import _protocol as protocol
 import armillary as newton
 from armillary.solvers.coupling import coupling_hook
 from armillary_coupling.solver_coupled import SolverCoupled
@@ -98,11 +99,11 @@ SCENES = {"admm": build_admm, "proxy": build_proxy}
 # ---------------------------------------------------------------------- timing
 def _time(fn, steps: int, device) -> float:
     wp.synchronize_device(device)
-    t0 = time.perf_counter()
+    t0 = protocol.clock()
     for _ in range(steps):
         fn()
     wp.synchronize_device(device)
-    return (time.perf_counter() - t0) / steps
+    return (protocol.clock() - t0) / steps
 
 
 def measure(scene: str, iterations: int, *, copies: int, steps: int, repeats: int, device, profile: bool = False):
@@ -177,7 +178,12 @@ def main():
     ap.add_argument("--mode", default="lagged", choices=("lagged", "staggered"), help="proxy mode (proxy scene)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--profile", action="store_true", help="cProfile the coupled steps (top 25 by own time)")
+    ap.add_argument("--quick", action="store_true", help="20 steps, 1 iteration, 1 round: a smoke run")
+    protocol.add_arguments(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.iterations, args.repeats = 20, [1], 1
+    results = protocol.Results.from_args(__file__, args)
     warnings.filterwarnings("ignore", message="SolverFeatherstone ignores joint_enabled")
     PROXY_MODE[0] = args.mode
     with wp.ScopedDevice(args.device):
@@ -195,6 +201,11 @@ def main():
                 print(f"{scene:>6} {k:5d} {1.0 / t_step:8.1f} {t_step * 1e3:9.3f} {per_iter * 1e3:13.3f} "
                       f"{t_sub * 1e3:9.3f} {t_col * 1e3:11.3f} {over * 1e3:13.3f} {over / t_sub:14.2f} "
                       f"{over_nc / t_sub:13.2f}", flush=True)  # fmt: skip
+                name = f"{scene}, {k} iteration{'s' if k > 1 else ''}"
+                results.add(f"{name}: coupled step", "armillary", 1.0 / t_step, n=args.repeats)
+                results.add(f"{name}: sub-solver steps alone", "armillary", 1.0 / t_sub, n=args.repeats)
+                results.add(f"{name}: overhead per iteration / sub-solver steps", "armillary", over / t_sub,
+                            "overhead/subs", n=args.repeats)
 
 
 if __name__ == "__main__":

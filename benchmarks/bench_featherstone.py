@@ -7,17 +7,19 @@ same time step; the cartpole batch steps 256 ``MjData`` in a Python loop, i.e. w
 the plain bindings does, and with ``mujoco.rollout`` when available). Passive systems, no
 contacts (``contacts=None``).
 
-Run: ``python benchmarks/bench_featherstone.py [--steps N] [--worlds N] [--links N]``.
+Run: ``python benchmarks/bench_featherstone.py [--steps N] [--worlds N] [--links N] [--quick] [--json PATH]
+[--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 DT = 1.0e-3
 
@@ -81,12 +83,12 @@ def run_engine(nt, solver_cls, builder, worlds, steps, q0):
         solver.step(s0, s1, control, None, DT)
         s0, s1 = s1, s0
     wp.synchronize()
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(steps):
         solver.step(s0, s1, control, None, DT)
         s0, s1 = s1, s0
     wp.synchronize()
-    return steps / (time.perf_counter() - t), s0.joint_q.numpy()
+    return steps / (protocol.clock() - t), s0.joint_q.numpy()
 
 
 def run_mujoco(xml, worlds, steps, q0):
@@ -96,11 +98,11 @@ def run_mujoco(xml, worlds, steps, q0):
     datas = [mujoco.MjData(m) for _ in range(worlds)]
     for d in datas:
         d.qpos[:] = q0
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(steps):
         for d in datas:
             mujoco.mj_step(m, d)
-    loop = steps / (time.perf_counter() - t)
+    loop = steps / (protocol.clock() - t)
     rollout_rate = None
     try:
         from mujoco import rollout
@@ -108,9 +110,9 @@ def run_mujoco(xml, worlds, steps, q0):
         state0 = np.zeros((worlds, mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)))
         for i, d in enumerate(datas):
             mujoco.mj_getState(m, d, state0[i], mujoco.mjtState.mjSTATE_FULLPHYSICS)
-        t = time.perf_counter()
+        t = protocol.clock()
         rollout.rollout(m, datas[0], state0, nstep=steps)
-        rollout_rate = steps / (time.perf_counter() - t)
+        rollout_rate = steps / (protocol.clock() - t)
     except Exception:  # noqa: BLE001 - optional baseline
         pass
     return loop, rollout_rate
@@ -121,11 +123,17 @@ def main():
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--worlds", type=int, default=256)
     parser.add_argument("--links", type=int, default=32)
+    parser.add_argument("--quick", action="store_true", help="200 steps, 16 worlds: a smoke run")
+    protocol.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.worlds = 200, 16
+    results = protocol.Results.from_args(__file__, args)
     wp.config.log_level = wp.LOG_WARNING
     import armillary
     from armillary.solvers import SolverFeatherstone
 
+    protocol.reference_on_path()
     try:
         import newton
         from newton.solvers import SolverFeatherstone as NewtonFeatherstone
@@ -141,14 +149,18 @@ def main():
         print(f"\n== {title} ({args.steps} steps of {DT * 1e3:.0f} ms)")
         ours, q_ours = run_engine(armillary, SolverFeatherstone, make(armillary), worlds, args.steps, q0)
         print(f"armillary SolverFeatherstone: {ours:10.0f} steps/s ({ours * worlds:.3g} world-steps/s)")
+        results.add(title, "armillary", ours, ratio_vs="newton" if newton is not None else "mujoco")
         if newton is not None:
             theirs, q_theirs = run_engine(newton, NewtonFeatherstone, make(newton), worlds, args.steps, q0)
             diff = float(np.abs(q_ours - q_theirs).max())
             print(f"newton    SolverFeatherstone: {theirs:10.0f} steps/s   ratio armillary/newton = {ours / theirs:.2f}"
                   f"   (max |q diff| after the run: {diff:.1e})")  # fmt: skip
+            results.add(title, "newton", theirs)
         try:
             loop, roll = run_mujoco(xml, worlds, max(args.steps // 10, 50), q0)
             print(f"mujoco C (python loop over MjData): {loop:10.0f} steps/s   ratio armillary/mujoco = {ours / loop:.2f}")
+            results.add(title, "mujoco", loop)
+            results.add(title, "mujoco rollout", roll)
             if roll is not None:
                 print(f"mujoco C (rollout, threaded):       {roll:10.0f} steps/s   ratio armillary/mujoco = {ours / roll:.2f}")
         except ImportError:

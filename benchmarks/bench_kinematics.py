@@ -2,11 +2,12 @@
 ``eval_mass_matrix`` on 256 worlds of a humanoid, in calls per second, next to newton (the
 reference engine, used as a black box) when it is installed.
 
-The humanoid is ``shared/assets/mjcf/humanoid/humanoid.xml`` converted from the compiled
+The humanoid is the robot-model corpus's ``mjcf/humanoid/humanoid.xml`` converted from the compiled
 MuJoCo model by ``tests/oracle/mujoco_to_builder.py`` (needs ``mujoco``; falls back to a
 synthetic 16-body floating tree otherwise). Both engines get the identical builder calls.
 
-Run: ``python benchmarks/bench_kinematics.py [--arm-worlds N] [--humanoid-worlds N] [--device cpu]``.
+Run: ``python benchmarks/bench_kinematics.py [--arm-worlds N] [--humanoid-worlds N] [--device cpu] [--quick]
+[--json PATH] [--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
 import warp as wp
 
+import _protocol as protocol
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HUMANOID = os.path.join(ROOT, "..", "shared", "assets", "mjcf", "humanoid", "humanoid.xml")
+
+
+def _corpus_humanoid() -> str:
+    """``mjcf/humanoid/humanoid.xml`` of the robot-model corpus (``shared_assets_dir``), or ``""``."""
+    from armillary.testing.assets import shared_assets_dir
+
+    assets = shared_assets_dir(__file__)
+    return os.path.join(assets, "mjcf", "humanoid", "humanoid.xml") if assets else ""
+
+
+HUMANOID = _corpus_humanoid()
 
 
 def make_arm(nt):
@@ -79,13 +91,13 @@ def replicate(nt, robot, worlds, device):
 def rate(fn, device, min_time=0.5):
     fn()
     wp.synchronize_device(device)
-    n, t0 = 0, time.perf_counter()
+    n, t0 = 0, protocol.clock()
     while True:
         fn()
         n += 1
         if n % 10 == 0:
             wp.synchronize_device(device)
-            dt = time.perf_counter() - t0
+            dt = protocol.clock() - t0
             if dt >= min_time:
                 return n / dt
 
@@ -110,7 +122,12 @@ def main(argv=None) -> dict:
     p.add_argument("--arm-worlds", type=int, default=1024)
     p.add_argument("--humanoid-worlds", type=int, default=256)
     p.add_argument("--device", default=None)
+    p.add_argument("--quick", action="store_true", help="64 arm worlds, 16 humanoid worlds: a smoke run")
+    protocol.add_arguments(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.arm_worlds, args.humanoid_worlds = 64, 16
+    table = protocol.Results.from_args(__file__, args)
     wp.config.quiet = True
     wp.init()
     device = wp.get_device(args.device)
@@ -118,6 +135,7 @@ def main(argv=None) -> dict:
 
     results = {}
     engines = [("armillary", armillary)]
+    protocol.reference_on_path()
     try:
         import newton
 
@@ -133,6 +151,11 @@ def main(argv=None) -> dict:
     print(f"{'engine':<10} {fk_head:>24} {mm_head:>36}")
     for name, r in results.items():
         print(f"{name:<10} {r['eval_fk']:>18.0f} calls/s {r['eval_mass_matrix']:>30.0f} calls/s")
+    for name, r in results.items():
+        vs = "newton" if name != "newton" and "newton" in results else None
+        table.add(f"eval_fk, 7-DOF arm x {args.arm_worlds} worlds", name, r["eval_fk"], "calls/s", ratio_vs=vs)
+        table.add(f"eval_mass_matrix, {what} x {args.humanoid_worlds} worlds", name, r["eval_mass_matrix"],
+                  "calls/s", ratio_vs=vs)
     return results
 
 

@@ -7,21 +7,31 @@ used as a black box) when it is installed. The ratio ours / raw is the framework
 Both start from the XML's initial pose and fall onto the floor (contacts included); the solver
 steps ``state_0 -> state_1`` with ``control`` and no armillary contacts (MuJoCo's own).
 
-Run: ``python benchmarks/bench_mujoco.py [--steps N] [--worlds N]``.
+Run: ``python benchmarks/bench_mujoco.py [--steps N] [--worlds N] [--quick] [--json PATH] [--cpu-time]`` (the last
+two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
 import warnings
 
 import numpy as np
 import warp as wp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HUMANOID = os.path.join(ROOT, "..", "shared", "assets", "mjcf", "humanoid", "humanoid.xml")
+import _protocol as protocol
+
+
+def _corpus_humanoid() -> str:
+    """``mjcf/humanoid/humanoid.xml`` of the robot-model corpus (``shared_assets_dir``), or ``""``."""
+    from armillary.testing.assets import shared_assets_dir
+
+    assets = shared_assets_dir(__file__)
+    return os.path.join(assets, "mjcf", "humanoid", "humanoid.xml") if assets else ""
+
+
+HUMANOID = _corpus_humanoid()
 
 
 def raw_stepper(xml, worlds):
@@ -72,9 +82,9 @@ def best_rates(runners, steps, rounds):
     best = [0.0] * len(runners)
     for _ in range(rounds):
         for i, run in enumerate(runners):
-            t = time.perf_counter()
+            t = protocol.clock()
             run(steps)
-            best[i] = max(best[i], steps / (time.perf_counter() - t))
+            best[i] = max(best[i], steps / (protocol.clock() - t))
     return best
 
 
@@ -84,13 +94,20 @@ def main():
     parser.add_argument("--worlds", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (best kept)")
     parser.add_argument("--warp", action="store_true", help="also time the MuJoCo Warp backend (slow on the CPU)")
+    parser.add_argument("--quick", action="store_true", help="50 steps, 4 worlds, 1 round: a smoke run")
+    protocol.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.worlds, args.rounds = 50, 4, 1
+    results = protocol.Results.from_args(__file__, args)
     wp.config.log_level = wp.LOG_WARNING
     if not os.path.exists(HUMANOID):
-        raise SystemExit(f"needs the shared asset corpus: {HUMANOID} not found")
+        raise SystemExit(f"needs the robot-model corpus (scripts/setup.sh installs it, or set ARMILLARY_ASSETS): "
+                         f"{HUMANOID or 'mjcf/humanoid/humanoid.xml'} not found")
     import armillary
     from armillary.solvers import SolverMuJoCo
 
+    protocol.reference_on_path()
     try:
         import newton
         from newton.solvers import SolverMuJoCo as NewtonMuJoCo
@@ -114,6 +131,12 @@ def main():
                     print(f"newton SolverMuJoCo failed: {type(e).__name__}: {e}")
             rates = best_rates(runners, steps, args.rounds)
             raw, ours = rates[0], rates[1]
+            scene = f"humanoid x {worlds} world{'s' if worlds > 1 else ''}"
+            best = {"n": args.rounds, "stat": "best"}
+            results.add(scene, "armillary", ours, ratio_vs="mujoco", **best)
+            results.add(scene, "mujoco", raw, **best)
+            if len(rates) > 2:
+                results.add(scene, "newton", rates[2], **best)
             print(f"raw mujoco.mj_step loop:   {raw:9.1f} steps/s")
             print(f"armillary SolverMuJoCo:    {ours:9.1f} steps/s   overhead raw/ours = {raw / ours:.2f}x")
             if len(rates) > 2:
@@ -122,6 +145,7 @@ def main():
                 run = engine_stepper(armillary, SolverMuJoCo, HUMANOID, worlds, use_mujoco_cpu=False)
                 mjw_rate = best_rates([run], max(steps // 10, 5), 1)[0]
                 print(f"armillary SolverMuJoCo, MuJoCo Warp backend on {wp.get_device()}: {mjw_rate:9.1f} steps/s")
+                results.add(f"{scene}, MuJoCo Warp backend", "armillary", mjw_rate)
     finally:
         os.chdir(cwd)
 

@@ -11,7 +11,8 @@ to see that both engines simulate the same thing. A few
 warm-up steps (kernel compilation, settling) are not timed. Target (issue 18): armillary at least
 1.5x the reference on the CPU. Never run as a test.
 
-Run: ``python benchmarks/bench_semi_implicit.py [--steps N] [--repeat R] [--device cpu|cuda:0] [--scene pile|cloth]``.
+Run: ``python benchmarks/bench_semi_implicit.py [--steps N] [--repeat R] [--device cpu|cuda:0] [--scene pile|cloth]
+[--quick] [--json PATH] [--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 To compare with the reference, run it with an interpreter that has both engines (armillary and this
 plugin installed editable next to newton).
 """
@@ -19,10 +20,11 @@ plugin installed editable next to newton).
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 DT = 1.0 / 600.0
 CLOTH_N, CELL, SPHERE_R = 32, 0.05, 0.4
@@ -88,9 +90,9 @@ def prepare(nt, builder, device, warmup=10, setup=None, **solver_kwargs):
             if grid is not None:
                 grid.build(s0.particle_q, radius=2.0 * radius)
             pipeline.collide(s0, contacts)
-            t = time.perf_counter()
+            t = protocol.clock()
             solver.step(s0, s1, control, contacts, DT)
-            solver_time[0] += time.perf_counter() - t
+            solver_time[0] += protocol.clock() - t
             states.reverse()
         wp.synchronize_device(device)
 
@@ -111,9 +113,9 @@ def prepare(nt, builder, device, warmup=10, setup=None, **solver_kwargs):
 def timed(step, steps) -> tuple[float, float]:
     """(steps/s of collide + step, steps/s of solver.step alone) over one window."""
     step.solver_time[0] = 0.0
-    t0 = time.perf_counter()
+    t0 = protocol.clock()
     step(steps)
-    return steps / (time.perf_counter() - t0), steps / max(step.solver_time[0], 1e-12)
+    return steps / (protocol.clock() - t0), steps / max(step.solver_time[0], 1e-12)
 
 
 def main(argv=None) -> dict:
@@ -124,11 +126,18 @@ def main(argv=None) -> dict:
     p.add_argument("--device", default="cpu")
     p.add_argument("--scene", choices=("pile", "cloth", "all"), default="all")
     p.add_argument("--no-tri-contact", action="store_true", help="enable_tri_contact=False for both engines")
+    p.add_argument("--quick", action="store_true", help="1 x 20 steps after 2 warm-up steps: a smoke run")
+    protocol.add_arguments(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.steps, args.repeat, args.warmup = 20, 1, 2
+    results = protocol.Results.from_args(__file__, args)
     wp.config.quiet = True
     wp.init()
 
     import armillary
+
+    protocol.reference_on_path()
 
     try:
         import newton
@@ -173,6 +182,10 @@ def main(argv=None) -> dict:
             line += (f"\n  ratio armillary / newton: {med['armillary'] / med['newton']:.2f} collide + step, "
                      f"{med_solver['armillary'] / med_solver['newton']:.2f} solver.step alone (target >= 1.5)")
         print(line, flush=True)
+        for label in med:
+            vs = "newton" if label != "newton" and "newton" in med else None
+            results.add(name, label, med[label], ratio_vs=vs, n=args.repeat)
+            results.add(f"{name}, solver.step alone", label, med_solver[label], ratio_vs=vs, n=args.repeat)
         out[name] = {**{f"{k}_steps_per_s": v for k, v in med.items()},
                      **{f"{k}_solver_steps_per_s": v for k, v in med_solver.items()}}
     return out

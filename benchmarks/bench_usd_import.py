@@ -1,6 +1,7 @@
 """USD import speed: the shared humanoid and a synthetic 30-body revolute chain, next to newton's importer.
 
-Usage: ``python benchmarks/bench_usd_import.py [--repeat N]``
+Usage: ``python benchmarks/bench_usd_import.py [--repeat N] [--quick] [--json PATH] [--cpu-time]`` (the last two:
+``benchmarks/_protocol.py``)
 
 Prints imports per second of armillary's ``add_usd`` for each stage. When ``newton`` (the reference
 engine) is importable in the running interpreter, its ``ModelBuilder.add_usd`` is timed on the same
@@ -14,9 +15,10 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
+
+import _protocol as protocol
 
 HERE = Path(__file__).resolve()
 
@@ -67,16 +69,21 @@ def time_imports(make_builder, path: str, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         b = make_builder()
-        t = time.perf_counter()
+        t = protocol.clock()
         b.add_usd(path)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, protocol.clock() - t)
     return best
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="--repeat 1: a smoke run")
+    protocol.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeat = 1
+    results = protocol.Results.from_args(__file__, args)
     warnings.simplefilter("ignore")
     import warp as wp
 
@@ -84,6 +91,7 @@ def main(argv=None) -> int:
     import armillary
     from armillary.testing.assets import shared_assets_dir
 
+    protocol.reference_on_path()
     try:
         import newton
     except ImportError:
@@ -111,9 +119,13 @@ def main(argv=None) -> int:
     for name, path in stages:
         t_a = time_imports(arm_builder, path, args.repeat)
         row = f"{name:<22} {1.0 / t_a:>16.1f}"
+        best = {"n": args.repeat, "stat": "best"}
+        vs = "newton" if newton is not None else None
+        results.add(f"add_usd {name}", "armillary", 1.0 / t_a, "imports/s", ratio_vs=vs, **best)
         if newton is not None:
             t_n = time_imports(newton.ModelBuilder, path, args.repeat)
             row += f" {1.0 / t_n:>14.1f} {t_n / t_a:>7.2f}"
+            results.add(f"add_usd {name}", "newton", 1.0 / t_n, "imports/s", **best)
         else:
             row += f" {'-':>14} {'-':>7}"
         print(row)

@@ -5,17 +5,19 @@ armillary and, when installed, the reference engine newton on the identical scen
 Prints steps/s (collide + step), the ratio armillary / newton (target >= 1.5x on the CPU), and the
 solver's device memory (allocated arrays, bytes per particle and per contact slot).
 
-Usage: python benchmarks/bench_vbd.py [--device cpu] [--steps 300] [--warmup 20]
+Usage: python benchmarks/bench_vbd.py [--device cpu] [--steps 300] [--warmup 20] [--quick] [--json PATH]
+[--cpu-time] (the last two: benchmarks/_protocol.py)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import time
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 N, CELL, SPHERE_R, DT, ITERATIONS = 32, 0.05, 0.4, 1.0 / 600.0, 10
 
@@ -72,11 +74,11 @@ def bench(lib, steps, warmup, device):
     for _ in range(warmup):
         one()
     wp.synchronize_device(device)
-    t = time.perf_counter()
+    t = protocol.clock()
     for _ in range(steps):
         one()
     wp.synchronize_device(device)
-    rate = steps / (time.perf_counter() - t)
+    rate = steps / (protocol.clock() - t)
     q = s0.particle_q.numpy()
     ok = bool(np.isfinite(q).all())
     soft = int(contacts.soft_contact_count.numpy()[0])
@@ -88,9 +90,15 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="20 steps after 2 warm-up steps: a smoke run")
+    protocol.add_arguments(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.warmup = 20, 2
+    results = protocol.Results.from_args(__file__, args)
     wp.config.quiet = True
     libs = {"armillary": importlib.import_module("armillary")}
+    protocol.reference_on_path()
     try:
         libs["newton"] = importlib.import_module("newton")
     except ImportError:
@@ -112,6 +120,9 @@ def main():
             line += (f"  solver arrays={nbytes / 1024:.0f} KiB ({nbytes / model.particle_count:.0f} B/particle; "
                      f"{per:.0f} B per particle+contact slot, {contacts.soft_contact_max} soft slots)")  # fmt: skip
         print(line, flush=True)
+    for name, rate in rates.items():
+        vs = "newton" if name != "newton" and "newton" in rates else None
+        results.add(f"cloth {N}x{N} on a sphere", name, rate, ratio_vs=vs)
     if "armillary" in rates and "newton" in rates:
         print(f"armillary / newton = {rates['armillary'] / rates['newton']:.2f}x steps/s (target >= 1.5x)")
 

@@ -7,16 +7,18 @@ own ``CollisionPipeline`` every step, then one solver step (newton additionally 
 ``model.particle_grid`` for particle-particle contacts, which armillary's solver does inside
 ``step``). A few warm-up steps (kernel compilation, settling) are not timed. Never run as a test.
 
-Run: ``python benchmarks/bench_xpbd.py [--steps N] [--particles N] [--device cpu|cuda:0]``.
+Run: ``python benchmarks/bench_xpbd.py [--steps N] [--particles N] [--device cpu|cuda:0] [--quick]
+[--json PATH] [--cpu-time]`` (the last two: ``benchmarks/_protocol.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import warp as wp
+
+import _protocol as protocol
 
 DT = 1.0 / 600.0
 
@@ -69,11 +71,11 @@ def run(nt, builder, steps, device, iterations, warmup=10):
     for _ in range(warmup):
         step()
     wp.synchronize_device(device)
-    t0 = time.perf_counter()
+    t0 = protocol.clock()
     for _ in range(steps):
         step()
     wp.synchronize_device(device)
-    elapsed = time.perf_counter() - t0
+    elapsed = protocol.clock() - t0
     finite = bool(np.isfinite(s0.body_q.numpy()).all()) if model.body_count else True
     if model.particle_count:
         finite = finite and bool(np.isfinite(s0.particle_q.numpy()).all())
@@ -86,12 +88,18 @@ def main(argv=None) -> dict:
     p.add_argument("--particles", type=int, default=10000)
     p.add_argument("--iterations", type=int, default=4)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--quick", action="store_true", help="20 steps, 1000 particles: a smoke run")
+    protocol.add_arguments(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.steps, args.particles = 20, 1000
+    results = protocol.Results.from_args(__file__, args)
     wp.config.quiet = True
     wp.init()
 
     import armillary
 
+    protocol.reference_on_path()
     try:
         import newton
     except Exception:  # noqa: BLE001 - newton is an optional black-box baseline
@@ -114,6 +122,8 @@ def main(argv=None) -> dict:
                 line += f" | newton failed: {type(e).__name__}: {e}"
         print(line, flush=True)
         out[name] = {"armillary_steps_per_s": ours, "newton_steps_per_s": ref}
+        results.add(name, "armillary", ours, ratio_vs="newton" if ref else None)
+        results.add(name, "newton", ref)
     return out
 
 
