@@ -13,8 +13,8 @@ One step is two launches:
    kinematics of the input coordinates, recursive Newton-Euler bias forces with gravity as a
    base acceleration (the articulation's world row of ``Model.gravity``, the last row for the
    global world), composite-rigid-body mass matrix, joint forces (``joint_f``, drives, limits,
-   springs, damping), the articulated inverse inertia of the flagged bodies (for the next
-   step's contact floor), the implicit contact terms (self-contacts through the relative
+   springs, damping, DISTANCE ranges), the articulated inverse inertia of the flagged bodies (for
+   the next step's contact floor), the implicit contact terms (self-contacts through the relative
    Jacobian of their body pair), mimic reduction and kinematic locking,
    dense Cholesky solve, semi-implicit Euler on the joint manifold and forward kinematics of
    the result.
@@ -44,7 +44,10 @@ shapes how they are written (Warp 1.19's semantics, checked by ``tests/test_grad
 * a ``while`` loop's adjoint is wrong: the ancestor walks are loops over the solver's per-joint
   path table instead (``joint_path_start`` / ``joint_path``);
 * ``sqrt(0)`` has no finite adjoint: the friction gain takes the square root of a slip speed only
-  where it is positive.
+  where it is positive;
+* a ``continue`` in a dynamic loop also skips the rest of that iteration's adjoint (the replayed
+  forward code jumps to the next iteration before the reverse code runs): the joint-force loop
+  branches instead.
 """
 
 from __future__ import annotations
@@ -479,6 +482,94 @@ def drive_and_limit_force(
         f = f + lke * (hi - q - dt * qd) - lkd * qd
         h = h + dt * lkd + dt * dt * lke
     return f, h
+
+
+@wp.func
+def distance_limit(
+    j: int,
+    a: int,
+    l0: int,
+    dt: float,
+    joint_q: wp.array(dtype=float),
+    joint_qd: wp.array(dtype=float),
+    joint_q_start: wp.array(dtype=wp.int32),
+    joint_qd_start: wp.array(dtype=wp.int32),
+    joint_X_c: wp.array(dtype=wp.transform),
+    joint_child: wp.array(dtype=wp.int32),
+    joint_axis: wp.array(dtype=wp.vec3),
+    body_com: wp.array(dtype=wp.vec3),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_limit_ke: wp.array(dtype=float),
+    joint_limit_kd: wp.array(dtype=float),
+    M: wp.array3d(dtype=float),
+    limit_tc: float,
+):
+    """Range force of DISTANCE joint ``j`` (its first linear DOF's ``joint_limit_lower/upper``, a
+    negative bound turns that side off), linearly implicit in the new velocity like
+    :func:`drive_and_limit_force`.
+
+    The joint's coordinates are FREE ones: ``e`` (``joint_q[0:3]``) is the child anchor's offset
+    from the parent anchor in the parent anchor frame, ``qd = (v, w)`` the child COM's velocity and
+    the child's angular velocity relative to the parent, in that frame. The anchor separation
+    ``d = |e|`` moves at ``dd = g . qd`` with ``g = (n, n x r)``, ``n = e / d`` (the joint's first
+    axis while the anchors coincide) and ``r`` the child COM's offset from its anchor, so a force
+    ``f n`` on the child at its anchor (``-f n`` on the parent) is the generalized force ``g f`` on
+    the joint's 6 DOFs and nothing on the others. Outside ``[lower, upper]``: ``f = ke (bound - d -
+    dt dd) - kd dd`` with ``ke`` / ``kd`` the limit gains floored by ``limit_tc`` on the radial
+    mass ``g^T M_jj g`` (the joint's diagonal block of ``M[a]``, rows from ``l0``), as the scalar
+    limits are on ``M_ii``.
+
+    Returns ``(g, f, h)``: the step adds ``g f`` to the joint's forces and ``h g g^T``
+    (``h = dt kd + dt^2 ke``) to its diagonal block, the implicit Euler step of the spring-damper in
+    the radial direction; ``h = 0`` inside the range. The direction ``n`` is the one at the start of
+    the step, so the force stays central (along the anchor line: the pair's linear and angular
+    momentum are kept) and reaches no other joint's DOFs; the tangential motion of the step is
+    explicit, so a link turning at ``w`` rad/s opens by about ``(w dt)^2 d / 2`` within a step
+    before the next step's spring pulls it back. (Evaluating the force along the predicted
+    direction ``e + dt de`` instead is not central, and spun the parent bodies of a rope; engaging
+    the limit when the predicted separation ``d + dt dd`` leaves the range made neighbouring links
+    of a rope alternate at 1/60 s.) Like the other limits it engages at the first step that ends
+    beyond the bound.
+    """
+    qs = joint_q_start[j]
+    ds = joint_qd_start[j]
+    e = wp.vec3(joint_q[qs], joint_q[qs + 1], joint_q[qs + 2])
+    rot = wp.normalize(wp.quat(joint_q[qs + 3], joint_q[qs + 4], joint_q[qs + 5], joint_q[qs + 6]))
+    r = wp.quat_rotate(rot, wp.transform_point(wp.transform_inverse(joint_X_c[j]), body_com[joint_child[j]]))
+    d = wp.length(e)
+    n = wp.normalize(joint_axis[ds])
+    if d > 1.0e-9:
+        n = e / d
+    g = spatial(n, wp.cross(n, r))
+    lo = joint_limit_lower[ds]
+    hi = joint_limit_upper[ds]
+    bound = float(0.0)
+    active = False
+    if hi >= 0.0 and d > hi:
+        bound = hi
+        active = True
+    elif lo >= 0.0 and d < lo:
+        bound = lo
+        active = True
+    f = float(0.0)
+    h = float(0.0)
+    if active:
+        qd = wp.spatial_vector(joint_qd[ds], joint_qd[ds + 1], joint_qd[ds + 2], joint_qd[ds + 3], joint_qd[ds + 4],
+                               joint_qd[ds + 5])  # fmt: skip
+        dd = wp.dot(g, qd)
+        ke = joint_limit_ke[ds]
+        kd = joint_limit_kd[ds]
+        if limit_tc > 0.0:
+            m_g = float(0.0)
+            for row in range(6):
+                for col in range(6):
+                    m_g = m_g + g[row] * M[a, l0 + row, l0 + col] * g[col]
+            ke = wp.max(ke, m_g / (limit_tc * limit_tc))
+            kd = wp.max(kd, 2.0 * m_g / limit_tc)
+        f = ke * (bound - d - dt * dd) - kd * dd
+        h = dt * kd + dt * dt * ke
+    return g, f, h
 
 
 @wp.func
@@ -1064,31 +1155,44 @@ def articulation_step_kernel(
         for k in range(n):
             L[a, r, k] = M[a, r, k]
 
-    # 5. joint-space forces: Control.joint_f (non-FREE), springs, damping (implicit), drives and limits
+    # 5. joint-space forces: Control.joint_f (non-FREE), springs, damping (implicit), drives and limits,
+    #    DISTANCE ranges (implicit)
     for jj in range(js, je):
         j = joint_order[jj]
         jt = joint_type[j]
         qs = joint_q_start[j]
         ds = joint_qd_start[j]
-        if jt == JT_FREE or jt == JT_DISTANCE or jt == JT_ROD:
-            continue
-        for k in range(joint_qd_start[j + 1] - ds):
-            i = ds + k
-            li = i - d0
-            qd = joint_qd_in[i]
-            f = joint_f[i] - joint_damping[i] * qd
-            h = dt * joint_damping[i]
-            if dof_scalar[i] != 0:
-                q = joint_q_in[qs + k]
-                f = f + joint_stiffness[i] * (joint_rest_q[qs + k] - q)
-                fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
-                                               joint_effort_limit, joint_limit_lower, joint_limit_upper,
-                                               joint_limit_ke, joint_limit_kd, joint_target_q[qs + k],
-                                               joint_target_qd[i], M[a, li, li], limit_tc)  # fmt: skip
-                f = f + fd
-                h = h + hd
-            tau[i] = tau[i] + f
-            L[a, li, li] = L[a, li, li] + h
+        if jt == JT_DISTANCE:
+            # the range of the anchor separation: a radial force on the joint's 6 DOFs, implicit (branches,
+            # not `continue`: Warp's adjoint of a dynamic loop skips the rest of an iteration's adjoint too)
+            l0 = ds - d0
+            g_dist, f_dist, h_dist = distance_limit(j, a, l0, dt, joint_q_in, joint_qd_in, joint_q_start,
+                                                    joint_qd_start, joint_X_c, joint_child, joint_axis, body_com,
+                                                    joint_limit_lower, joint_limit_upper, joint_limit_ke,
+                                                    joint_limit_kd, M, limit_tc)  # fmt: skip
+            if h_dist > 0.0:
+                for row in range(6):
+                    tau[ds + row] = tau[ds + row] + g_dist[row] * f_dist
+                    for col in range(6):
+                        L[a, l0 + row, l0 + col] = L[a, l0 + row, l0 + col] + h_dist * g_dist[row] * g_dist[col]
+        elif jt != JT_FREE and jt != JT_ROD:
+            for k in range(joint_qd_start[j + 1] - ds):
+                i = ds + k
+                li = i - d0
+                qd = joint_qd_in[i]
+                f = joint_f[i] - joint_damping[i] * qd
+                h = dt * joint_damping[i]
+                if dof_scalar[i] != 0:
+                    q = joint_q_in[qs + k]
+                    f = f + joint_stiffness[i] * (joint_rest_q[qs + k] - q)
+                    fd, hd = drive_and_limit_force(i, q, qd, dt, joint_target_mode, joint_target_ke, joint_target_kd,
+                                                   joint_effort_limit, joint_limit_lower, joint_limit_upper,
+                                                   joint_limit_ke, joint_limit_kd, joint_target_q[qs + k],
+                                                   joint_target_qd[i], M[a, li, li], limit_tc)  # fmt: skip
+                    f = f + fd
+                    h = h + hd
+                tau[i] = tau[i] + f
+                L[a, li, li] = L[a, li, li] + h
 
     # 6. articulated inverse inertia (about the COM) of the bodies near a contact, J M^-1 J^T from the
     #    step's matrix without the contact terms (a copy in L2): the contact kernel's stiffness floor

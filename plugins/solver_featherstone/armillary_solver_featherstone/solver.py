@@ -195,6 +195,12 @@ class SolverFeatherstone(SolverBase):
     same way, never softer than the joint-limit floor (``limit_time_constant``, below; on by
     default). BALL/FREE joints get no drive or spring (they have no scalar axis to drive).
 
+    DISTANCE joints move in FREE coordinates; their range ``[min_distance, max_distance]`` (the first
+    DOF's ``joint_limit_lower/upper``, a negative bound turns its side off) is a radial spring-damper
+    on the anchor separation with the first DOF's ``joint_limit_ke/kd`` and the same floor, central
+    (along the anchor line, on the joint's own 6 DOFs) and implicit in the radial direction
+    (:func:`.kernels.distance_limit`).
+
     Mimic joints (follower ``q = c0 + c1 q_ref`` per coordinate) are solved in generalized
     coordinates: the follower DOFs are removed from the solve and their forces and inertia
     transferred to the reference (``T^T M T``, ``T^T tau``); the follower coordinates are
