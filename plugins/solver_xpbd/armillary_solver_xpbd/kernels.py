@@ -22,6 +22,20 @@ Conventions: ``body_q`` is the body-frame pose, the centre of mass sits at ``bod
 in that frame; ``body_qd = (v_com, w)`` both in world frame. All corrections are
 expressed as a COM translation and a world-frame rotation vector.
 
+Differentiability (``wp.Tape``): this module compiles without adjoints (fast to build, used by
+untaped steps); :mod:`.kernels_grad` compiles the same kernels with them for taped steps.
+Grid-stride loops are ``for`` loops over ``range`` (Warp reverses them in the adjoint; a ``while``
+loop's counter is already spent when the adjoint replays it) and the items of one launch never read
+what another item of the same launch wrote. A value summed over a run-time number of items (a
+patch's contacts, a particle's neighbours) is the result of a ``wp.func`` of its own: Warp's
+adjoint does not re-run a dynamic loop before the code that follows it, but replays a call whole.
+Values carried from one launch to the next (poses, Lagrange multipliers, impulses, velocity
+corrections) have separate ``*_in`` and ``*_out`` arguments: the untaped solver passes the same
+array twice (in-place updates, as before), the taped one a fresh array per launch, so no launch
+overwrites a value an earlier launch's adjoint re-reads (see ``SolverXPBD`` for the bookkeeping).
+Multipliers and impulses are added with ``wp.atomic_add`` into an ``*_out`` that starts as a copy
+of ``*_in`` (``wp.copy`` is on the tape).
+
 Rigid-body inverse masses are zero for static shapes (body -1), kinematic bodies,
 bodies with zero inverse mass, and bodies excluded by the optional ownership mask
 (``body_mask``: empty = every body is owned; ``body_mask[b] == 0`` = body ``b`` is
@@ -35,7 +49,7 @@ import warp as wp
 
 from armillary.sim.gravity import gravity_of_world
 
-wp.set_module_options({"enable_backward": False})
+wp.set_module_options({"enable_backward": False})  # see kernels_grad
 
 BODY_KINEMATIC = wp.constant(2)
 PARTICLE_ACTIVE = wp.constant(1)
@@ -239,10 +253,7 @@ def integrate_kernel(
 ):
     # grid-stride over max(bodies, particles, contact slots, dofs, soft constraints): on the CPU one
     # thread loops over the items instead of paying Warp's per-thread argument setup for each
-    i = wp.tid()
-    while i < item_count:
-        tid = i
-        i += stride
+    for tid in range(wp.tid(), item_count, stride):
         if tid < contact_lambda.shape[0]:
             contact_lambda[tid] = 0.0
             contact_impulse[tid] = wp.vec3(0.0)
@@ -368,10 +379,12 @@ def joint_force_kernel(
         nl = joint_dof_dim[j, 0]
         na = joint_dof_dim[j, 1]
         qp = wp.transform_get_rotation(Xwp)
-        for k in range(nl):
-            F = F + wp.quat_rotate(qp, joint_axis[start + k]) * joint_f[start + k]
-        for k in range(na):
-            T = T + wp.quat_rotate(qp, joint_axis[start + nl + k]) * joint_f[start + nl + k]
+        for k in range(3):  # unrolled: Warp's adjoint does not re-run a dynamic loop before what follows
+            if k < nl:
+                F = F + wp.quat_rotate(qp, joint_axis[start + k]) * joint_f[start + k]
+        for k in range(3):
+            if k < na:
+                T = T + wp.quat_rotate(qp, joint_axis[start + nl + k]) * joint_f[start + nl + k]
     # the force acts at the joint anchor; torques about the COMs follow
     wp.atomic_add(body_f_out, c, wp.spatial_vector(F, T + wp.cross(anchor - xc_com, F)))
     if p >= 0:
@@ -422,6 +435,12 @@ class JointBodies:
     # largest share of a correction this joint gave each body so far (see ``note_shares``)
     sp: float
     sc: float
+    # the corrections applied to the local copies so far (summed as they are made: recovering them as
+    # the difference of the final and initial poses would cost their float32 precision)
+    dxp: wp.vec3
+    dthp: wp.vec3
+    dxc: wp.vec3
+    dthc: wp.vec3
 
 
 @wp.func
@@ -450,6 +469,34 @@ def jb_frames(jb: JointBodies, Xp_local: wp.transform, Xc_local: wp.transform):
 
 
 @wp.func
+def jb_moved(jb: JointBodies, dxc: wp.vec3, dthc: wp.vec3, dxp: wp.vec3, dthp: wp.vec3):
+    """``jb`` with the child moved by ``(dxc, dthc)`` and the parent by ``(dxp, dthp)`` (COM
+    translation, world rotation vector), as a new value (a struct updated in place would be seen at
+    its final value by the adjoint); the corrections are added to ``jb.dx*`` / ``jb.dth*``."""
+    out = jb
+    out.xc = jb.xc + dxc
+    out.qc = rotate_by(jb.qc, dthc)
+    out.xp = jb.xp + dxp
+    out.qp = rotate_by(jb.qp, dthp)
+    out.dxc = jb.dxc + dxc
+    out.dthc = jb.dthc + dthc
+    out.dxp = jb.dxp + dxp
+    out.dthp = jb.dthp + dthp
+    return out
+
+
+@wp.func
+def jb_rotated(jb: JointBodies, dthc: wp.vec3, dthp: wp.vec3):
+    """``jb`` with the child rotated by ``dthc`` and the parent by ``dthp`` (see :func:`jb_moved`)."""
+    out = jb
+    out.qc = rotate_by(jb.qc, dthc)
+    out.qp = rotate_by(jb.qp, dthp)
+    out.dthc = jb.dthc + dthc
+    out.dthp = jb.dthp + dthp
+    return out
+
+
+@wp.func
 def jb_linear(jb: JointBodies, Xwp: wp.transform, Xwc: wp.transform, n: wp.vec3, C: float, alpha: float,
               lam: float, relax: float):
     """Solve ``C(x) = 0`` along world direction ``n`` between the joint anchors; returns (bodies, dlambda)."""
@@ -467,11 +514,7 @@ def jb_linear(jb: JointBodies, Xwp: wp.transform, Xwc: wp.transform, n: wp.vec3,
     P = n * dl
     dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, rc, P)
     dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, rp, -P)
-    out.xc = jb.xc + dxc
-    out.qc = rotate_by(jb.qc, dthc)
-    out.xp = jb.xp + dxp
-    out.qp = rotate_by(jb.qp, dthp)
-    return out, dl
+    return jb_moved(out, dxc, dthc, dxp, dthp), dl
 
 
 @wp.func
@@ -485,9 +528,88 @@ def jb_angular(jb: JointBodies, n: wp.vec3, C: float, alpha: float, lam: float, 
         return out, 0.0
     dl = (-C - alpha * lam) / (w + alpha) * relax
     L = n * dl
-    out.qc = rotate_by(jb.qc, ang_step(jb.qc, jb.Ic, L))
-    out.qp = rotate_by(jb.qp, ang_step(jb.qp, jb.Ip, -L))
-    return out, dl
+    return jb_rotated(out, ang_step(jb.qc, jb.Ic, L), ang_step(jb.qp, jb.Ip, -L)), dl
+
+
+@wp.func
+def world_inv_inertia(q: wp.quat, I_inv: wp.mat33):
+    """A body's inverse inertia in world axes, ``R I^-1 R^T``."""
+    R = wp.quat_to_matrix(q)
+    return R * I_inv * wp.transpose(R)
+
+
+@wp.func
+def point_inv_mass(inv_m: float, q: wp.quat, I_inv: wp.mat33, r: wp.vec3):
+    """3x3 generalized inverse mass of a body at lever ``r`` (world): the displacement of that point
+    per unit positional impulse there, ``inv_m 1 - [r]x R I^-1 R^T [r]x``."""
+    S = wp.skew(r)
+    return wp.identity(n=3, dtype=float) * inv_m - S * world_inv_inertia(q, I_inv) * S
+
+
+@wp.func
+def block_impulse(K: wp.mat33, P: wp.mat33, rank: int, err: wp.vec3, alpha: float, relax: float):
+    """(impulse, ok): the relaxed XPBD impulse ``-(P K P + alpha P + (1 - P))^-1 P err * relax`` of a
+    vector constraint ``P err = 0`` on the ``rank``-dimensional subspace the projector ``P`` keeps
+    (``K``: summed generalized inverse masses). The system is solved scaled to unit mean eigenvalue
+    (inverse masses span 1e-9 .. 1e12 between links); ``ok`` is False when it is (nearly) singular
+    there (an immovable direction), where the caller falls back to one scalar row along ``err``."""
+    eye = wp.identity(n=3, dtype=float)
+    s = wp.trace(P * K * P) / float(rank) + alpha
+    if s <= 0.0:
+        return wp.vec3(0.0), False
+    inv_s = 1.0 / s
+    M = P * (K * inv_s) * P + P * (alpha * inv_s) + (eye - P)
+    if wp.determinant(M) <= 1.0e-6:
+        return wp.vec3(0.0), False
+    return (wp.inverse(M) * (P * err)) * (-relax * inv_s), True
+
+
+@wp.func
+def jb_lock_linear(jb: JointBodies, Xp_local: wp.transform, Xc_local: wp.transform, P: wp.mat33, rank: int,
+                   alpha: float, relax: float):
+    """Lock the anchor separation (child minus parent anchor) on the subspace ``P`` keeps: one block
+    solve of the 3x3 (projected) system, so that the correction is linear in the separation (smooth
+    at zero, and its derivative never overshoots the way a row along the error's own direction does
+    for a body light in rotation). The separation is summed from the COM difference and the lever
+    arms (magnitudes of the link, not of world coordinates: float32 keeps its precision). Returns
+    the updated copy of ``jb``."""
+    rp = wp.quat_rotate(jb.qp, wp.transform_get_translation(Xp_local) - jb.comp)
+    rc = wp.quat_rotate(jb.qc, wp.transform_get_translation(Xc_local) - jb.comc)
+    e = ((jb.xc - jb.xp) - rp) + rc
+    Wp = point_inv_mass(jb.mp, jb.qp, jb.Ip, rp)
+    Wc = point_inv_mass(jb.mc, jb.qc, jb.Ic, rc)
+    locked = P * e
+    lam, ok = block_impulse(Wp + Wc, P, rank, e, alpha, relax)
+    out = jb
+    if ok:
+        out = note_shares(jb, wp.trace(P * Wp * P) / float(rank), wp.trace(P * Wc * P) / float(rank))
+        dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, rc, lam)
+        dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, rp, -lam)
+        out = jb_moved(out, dxc, dthc, dxp, dthp)
+    else:
+        err = wp.length(locked)
+        if err > 1.0e-9:
+            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+            out, dl = jb_linear(jb, Xwp, Xwc, locked / err, err, alpha, 0.0, relax)
+    return out
+
+
+@wp.func
+def jb_lock_angular(jb: JointBodies, P: wp.mat33, rank: int, theta: wp.vec3, alpha: float, relax: float):
+    """Rotate the child by the world rotation vector ``theta`` relative to the parent on the subspace
+    ``P`` keeps (one block solve, see :func:`jb_lock_linear`). Returns the updated copy of ``jb``."""
+    Ap = world_inv_inertia(jb.qp, jb.Ip)
+    Ac = world_inv_inertia(jb.qc, jb.Ic)
+    lam, ok = block_impulse(Ap + Ac, P, rank, -theta, alpha, relax)
+    out = jb
+    if ok:
+        out = note_shares(jb, wp.trace(P * Ap * P) / float(rank), wp.trace(P * Ac * P) / float(rank))
+        out = jb_rotated(out, ang_step(jb.qc, jb.Ic, lam), ang_step(jb.qp, jb.Ip, -lam))
+    else:
+        ang = wp.length(P * theta)
+        if ang > 1.0e-9:
+            out, dl = jb_angular(jb, (P * theta) / ang, -ang, alpha, 0.0, relax)
+    return out
 
 
 @wp.func
@@ -513,6 +635,202 @@ def drive_target(
         return 0.0, -1.0
     num = ke * target_q + ks * rest_q + (kd / dt) * (q_prev + target_qd * dt) + (damping / dt) * q_prev
     return num / k_eff, 1.0 / k_eff
+
+
+@wp.func
+def joint_angular_row(
+    jb: JointBodies,
+    jt: int,
+    k: int,
+    nl: int,
+    start: int,
+    qstart: int,
+    Xp_local: wp.transform,
+    Xc_local: wp.transform,
+    Xwp_prev: wp.transform,
+    Xwc_prev: wp.transform,
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_stiffness: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_rest_q: wp.array(dtype=float),
+    joint_target_q: wp.array(dtype=float),
+    joint_target_qd: wp.array(dtype=float),
+    dof_lambda: wp.array(dtype=float),
+    dof_lambda_out: wp.array(dtype=float),
+    dt: float,
+    angular_relaxation: float,
+):
+    """Limit, or else drive, of angular axis ``k`` of a joint: one Gauss-Seidel row on ``jb``
+    (returns the updated copy; the drive's multiplier increment goes to ``dof_lambda_out``)."""
+    inv_dt2 = 1.0 / (dt * dt)
+    d = start + nl + k
+    a_local = joint_axis[d]
+    Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+    a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+    ang = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp, Xwc)
+    lo = joint_limit_lower[d]
+    hi = joint_limit_upper[d]
+    ang_lim = angle_near_limits(ang, lo, hi)
+    out = jb
+    if ang_lim < lo and lo > -LIMIT_INF:
+        out, dl = jb_angular(jb, a_w, ang_lim - lo, 0.0, 0.0, angular_relaxation)
+    elif ang_lim > hi and hi < LIMIT_INF:
+        out, dl = jb_angular(jb, a_w, ang_lim - hi, 0.0, 0.0, angular_relaxation)
+    else:
+        tq = joint_target_q[qstart + nl + k]
+        tqd = joint_target_qd[d]
+        q_prev = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp_prev, Xwc_prev)
+        qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + nl + k], joint_target_ke[d],
+                                joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
+        if comp >= 0.0:
+            lam = dof_lambda[d]
+            out, dl = jb_angular(jb, a_w, wrap_angle(ang - qs), comp * inv_dt2, lam, 1.0)
+            wp.atomic_add(dof_lambda_out, d, dl)
+    return out
+
+
+@wp.func
+def joint_linear_row(
+    jb: JointBodies,
+    jt: int,
+    k: int,
+    nl: int,
+    start: int,
+    qstart: int,
+    Xp_local: wp.transform,
+    Xc_local: wp.transform,
+    Xwp_prev: wp.transform,
+    Xwc_prev: wp.transform,
+    joint_axis: wp.array(dtype=wp.vec3),
+    joint_limit_lower: wp.array(dtype=float),
+    joint_limit_upper: wp.array(dtype=float),
+    joint_target_ke: wp.array(dtype=float),
+    joint_target_kd: wp.array(dtype=float),
+    joint_stiffness: wp.array(dtype=float),
+    joint_damping: wp.array(dtype=float),
+    joint_rest_q: wp.array(dtype=float),
+    joint_target_q: wp.array(dtype=float),
+    joint_target_qd: wp.array(dtype=float),
+    dof_lambda: wp.array(dtype=float),
+    dof_lambda_out: wp.array(dtype=float),
+    dt: float,
+    linear_relaxation: float,
+):
+    """Limit, or else drive, of linear axis ``k`` of a joint (see :func:`joint_angular_row`)."""
+    inv_dt2 = 1.0 / (dt * dt)
+    d = start + k
+    a_local = joint_axis[d]
+    Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+    a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+    x = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
+    lo = joint_limit_lower[d]
+    hi = joint_limit_upper[d]
+    out = jb
+    if x < lo and lo > -LIMIT_INF:
+        out, dl = jb_linear(jb, Xwp, Xwc, a_w, x - lo, 0.0, 0.0, linear_relaxation)
+    elif x > hi and hi < LIMIT_INF:
+        out, dl = jb_linear(jb, Xwp, Xwc, a_w, x - hi, 0.0, 0.0, linear_relaxation)
+    else:
+        tq = joint_target_q[qstart + k]
+        tqd = joint_target_qd[d]
+        q_prev = joint_scalar_coord(jt, k, nl, a_local, Xwp_prev, Xwc_prev)
+        qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + k], joint_target_ke[d],
+                                joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
+        if comp >= 0.0:
+            lam = dof_lambda[d]
+            out, dl = jb_linear(jb, Xwp, Xwc, a_w, x - qs, comp * inv_dt2, lam, 1.0)
+            wp.atomic_add(dof_lambda_out, d, dl)
+    return out
+
+
+@wp.func
+def joint_mimic_row(
+    jb: JointBodies,
+    rb: JointBodies,
+    jt: int,
+    k: int,
+    nl: int,
+    start: int,
+    Xp_local: wp.transform,
+    Xc_local: wp.transform,
+    rtype: int,
+    rnl: int,
+    rs: int,
+    rp: int,
+    rc: int,
+    rXwp: wp.transform,
+    rXwc: wp.transform,
+    coeffs: wp.vec2,
+    joint_axis: wp.array(dtype=wp.vec3),
+    linear_relaxation: float,
+    angular_relaxation: float,
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+):
+    """Mimic coupling of axis ``k``: ``q_follower = c0 + c1 q_reference`` corrected on the
+    follower's local copies (``jb``, returned updated) and, scaled by ``-c1``, directly on the
+    reference joint's bodies (``rb``: their poses at the start of the pass, accumulated)."""
+    out = jb
+    Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
+    a_local = joint_axis[start + k]
+    qf = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
+    ra_local = joint_axis[rs + k]
+    qr = joint_scalar_coord(rtype, k, rnl, ra_local, rXwp, rXwc)
+    C = qf - (coeffs[0] + coeffs[1] * qr)
+    if k >= nl:
+        C = wrap_angle(C)
+    m = coeffs[1]
+    a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
+    ra_w = wp.quat_rotate(wp.transform_get_rotation(rXwp), ra_local)
+    # generalized inverse masses of the follower and (scaled) reference coordinates
+    wf = float(0.0)
+    wr = float(0.0)
+    rap = wp.transform_get_translation(rXwp)
+    rac = wp.transform_get_translation(rXwc)
+    if k < nl:
+        wf = w_lin(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, a_w) + w_lin(
+            jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, a_w)
+    else:
+        wf = w_ang(jb.qp, jb.Ip, a_w) + w_ang(jb.qc, jb.Ic, a_w)
+    if k < rnl:
+        wr = w_lin(rb.mp, rb.qp, rb.Ip, rap - rb.xp, ra_w) + w_lin(rb.mc, rb.qc, rb.Ic, rac - rb.xc, ra_w)
+    else:
+        wr = w_ang(rb.qp, rb.Ip, ra_w) + w_ang(rb.qc, rb.Ic, ra_w)
+    wsum = wf + m * m * wr
+    if wsum > 0.0:
+        dl = -C / wsum * angular_relaxation
+        if k < nl:
+            dl = -C / wsum * linear_relaxation
+        # follower: + dl along its axis (local copies)
+        if k < nl:
+            P = a_w * dl
+            dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, P)
+            dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, -P)
+            out = jb_moved(jb, dxc, dthc, dxp, dthp)
+        else:
+            L = a_w * dl
+            out = jb_rotated(jb, ang_step(jb.qc, jb.Ic, L), ang_step(jb.qp, jb.Ip, -L))
+        # reference: - m dl along its axis (accumulated directly)
+        rdl = -m * dl
+        if k < rnl:
+            P = ra_w * rdl
+            if rb.mc > 0.0:
+                dxc, dthc = lin_step(rb.mc, rb.qc, rb.Ic, rac - rb.xc, P)
+                add_body_delta(rc, dxc, dthc, body_dx, body_dth)
+            if rb.mp > 0.0:
+                dxp, dthp = lin_step(rb.mp, rb.qp, rb.Ip, rap - rb.xp, -P)
+                add_body_delta(rp, dxp, dthp, body_dx, body_dth)
+        else:
+            L = ra_w * rdl
+            if rb.mc > 0.0:
+                add_body_delta(rc, wp.vec3(0.0), ang_step(rb.qc, rb.Ic, L), body_dx, body_dth)
+            if rb.mp > 0.0:
+                add_body_delta(rp, wp.vec3(0.0), ang_step(rb.qp, rb.Ip, -L), body_dx, body_dth)
+    return out
 
 
 @wp.kernel
@@ -551,10 +869,16 @@ def solve_joints_kernel(
     linear_compliance: float,
     angular_compliance: float,
     dof_lambda: wp.array(dtype=float),
+    dof_lambda_out: wp.array(dtype=float),
     body_dx: wp.array(dtype=wp.vec3),
     body_dth: wp.array(dtype=wp.vec3),
     body_share: wp.array(dtype=float),
 ):
+    """One thread per joint: its sub-constraints Gauss-Seidel on local copies of the two bodies, the
+    net corrections accumulated per body. ``dof_lambda_out[d] += dlambda`` (``dof_lambda_out`` is
+    ``dof_lambda`` or a copy of it). The per-axis loops are unrolled (at most 3 axes each) and
+    every row returns a new ``JointBodies`` value, so that the adjoint replays each row from the
+    body state it saw."""
     j = wp.tid()
     jt = joint_type[j]
     if (not joint_enabled[j]) or jt == J_FREE:
@@ -581,12 +905,12 @@ def solve_joints_kernel(
     jb.comc = body_com[c]
     jb.sp = 0.0
     jb.sc = 0.0
+    jb.dxp = wp.vec3(0.0)
+    jb.dthp = wp.vec3(0.0)
+    jb.dxc = wp.vec3(0.0)
+    jb.dthc = wp.vec3(0.0)
     if jb.mp == 0.0 and jb.mc == 0.0:
         return
-    xp0 = jb.xp
-    qp0 = jb.qp
-    xc0 = jb.xc
-    qc0 = jb.qc
     Xp_local = joint_X_p[j]
     Xc_local = joint_X_c[j]
     start = joint_qd_start[j]
@@ -609,24 +933,27 @@ def solve_joints_kernel(
     # ---------------------------------------------------------------- angular part
     Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
     if jt != J_BALL and jt != J_DISTANCE:
+        eye = wp.identity(n=3, dtype=float)
         if na == 0:
             # lock the whole relative rotation
             qwp = wp.transform_get_rotation(Xwp)
             qwc = wp.transform_get_rotation(Xwc)
-            th = rotation_vector(qwp, qwc)
-            ang = wp.length(th)
-            if ang > 1.0e-9:
-                jb, dl = jb_angular(jb, th / ang, -ang, alpha_ang, 0.0, angular_relaxation)
+            jb = jb_lock_angular(jb, eye, 3, rotation_vector(qwp, qwc), alpha_ang, angular_relaxation)
         elif na == 1:
-            # align the hinge axes
+            # align the hinge axes: the rotation vector taking the child's axis onto the parent's
+            # (``cr * angle / sin(angle)``, its small-angle limit ``cr / cos`` below 1e-6)
             a_local = joint_axis[start + nl]
             ap = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
             ac = wp.quat_rotate(wp.transform_get_rotation(Xwc), a_local)
             cr = wp.cross(ac, ap)
-            s = wp.length(cr)
-            if s > 1.0e-9:
-                ang = wp.atan2(s, wp.dot(ac, ap))
-                jb, dl = jb_angular(jb, cr / s, -ang, alpha_ang, 0.0, angular_relaxation)
+            cos_a = wp.dot(ac, ap)
+            sin_a = wp.length(cr)
+            scale = float(1.0)
+            if sin_a > 1.0e-6:
+                scale = wp.atan2(sin_a, cos_a) / sin_a
+            elif cos_a > 0.0:
+                scale = 1.0 / cos_a
+            jb = jb_lock_angular(jb, eye - wp.outer(ap, ap), 2, cr * scale, alpha_ang, angular_relaxation)
         elif na == 2:
             # lock the twist about the direction orthogonal to both axes
             a0 = joint_axis[start + nl]
@@ -640,29 +967,14 @@ def solve_joints_kernel(
                 ang = twist_angle(q_rel, lk)
                 jb, dl = jb_angular(jb, wp.quat_rotate(qwp, lk), ang, alpha_ang, 0.0, angular_relaxation)
         # per-axis limits and drives
-        for k in range(na):
-            d = start + nl + k
-            a_local = joint_axis[d]
-            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
-            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
-            ang = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp, Xwc)
-            lo = joint_limit_lower[d]
-            hi = joint_limit_upper[d]
-            ang_lim = angle_near_limits(ang, lo, hi)
-            if ang_lim < lo and lo > -LIMIT_INF:
-                jb, dl = jb_angular(jb, a_w, ang_lim - lo, 0.0, 0.0, angular_relaxation)
-            elif ang_lim > hi and hi < LIMIT_INF:
-                jb, dl = jb_angular(jb, a_w, ang_lim - hi, 0.0, 0.0, angular_relaxation)
-            else:
-                tq = joint_target_q[qstart + nl + k]
-                tqd = joint_target_qd[d]
-                q_prev = joint_scalar_coord(jt, nl + k, nl, a_local, Xwp_prev, Xwc_prev)
-                qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + nl + k], joint_target_ke[d],
-                                        joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
-                if comp >= 0.0:
-                    lam = dof_lambda[d]
-                    jb, dl = jb_angular(jb, a_w, wrap_angle(ang - qs), comp * inv_dt2, lam, 1.0)
-                    dof_lambda[d] = lam + dl
+        for k in range(3):
+            if k < na:
+                jb = joint_angular_row(
+                    jb, jt, k, nl, start, qstart, Xp_local, Xc_local, Xwp_prev, Xwc_prev, joint_axis,
+                    joint_limit_lower, joint_limit_upper, joint_target_ke, joint_target_kd, joint_stiffness,
+                    joint_damping, joint_rest_q, joint_target_q, joint_target_qd, dof_lambda, dof_lambda_out, dt,
+                    angular_relaxation,
+                )
 
     # ---------------------------------------------------------------- linear part
     Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
@@ -679,45 +991,33 @@ def solve_joints_kernel(
             elif hi >= 0.0 and dist > hi:
                 jb, dl = jb_linear(jb, Xwp, Xwc, n, dist - hi, alpha_lin, 0.0, linear_relaxation)
     else:
-        # the locked part of the anchor separation
-        locked = e
+        # the locked part of the anchor separation (projector and dimension of the locked subspace)
+        eye = wp.identity(n=3, dtype=float)
+        P = eye
+        rank = int(3)
         if nl == 1:
             a = wp.quat_rotate(qwp, joint_axis[start])
-            locked = e - a * wp.dot(e, a)
+            P = eye - wp.outer(a, a)
+            rank = 2
         elif nl == 2:
             lk = wp.cross(joint_axis[start], joint_axis[start + 1])
+            rank = 0
             if wp.length(lk) > 1.0e-6:
                 a = wp.quat_rotate(qwp, wp.normalize(lk))
-                locked = a * wp.dot(e, a)
-            else:
-                locked = wp.vec3(0.0)
+                P = wp.outer(a, a)
+                rank = 1
         elif nl >= 3:
-            locked = wp.vec3(0.0)
-        err = wp.length(locked)
-        if err > 1.0e-9:
-            jb, dl = jb_linear(jb, Xwp, Xwc, locked / err, err, alpha_lin, 0.0, linear_relaxation)
-        for k in range(nl):
-            d = start + k
-            a_local = joint_axis[d]
-            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
-            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
-            x = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
-            lo = joint_limit_lower[d]
-            hi = joint_limit_upper[d]
-            if x < lo and lo > -LIMIT_INF:
-                jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - lo, 0.0, 0.0, linear_relaxation)
-            elif x > hi and hi < LIMIT_INF:
-                jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - hi, 0.0, 0.0, linear_relaxation)
-            else:
-                tq = joint_target_q[qstart + k]
-                tqd = joint_target_qd[d]
-                q_prev = joint_scalar_coord(jt, k, nl, a_local, Xwp_prev, Xwc_prev)
-                qs, comp = drive_target(q_prev, tq, tqd, joint_rest_q[qstart + k], joint_target_ke[d],
-                                        joint_target_kd[d], joint_stiffness[d], joint_damping[d], dt)
-                if comp >= 0.0:
-                    lam = dof_lambda[d]
-                    jb, dl = jb_linear(jb, Xwp, Xwc, a_w, x - qs, comp * inv_dt2, lam, 1.0)
-                    dof_lambda[d] = lam + dl
+            rank = 0
+        if rank > 0:
+            jb = jb_lock_linear(jb, Xp_local, Xc_local, P, rank, alpha_lin, linear_relaxation)
+        for k in range(3):
+            if k < nl:
+                jb = joint_linear_row(
+                    jb, jt, k, nl, start, qstart, Xp_local, Xc_local, Xwp_prev, Xwc_prev, joint_axis,
+                    joint_limit_lower, joint_limit_upper, joint_target_ke, joint_target_kd, joint_stiffness,
+                    joint_damping, joint_rest_q, joint_target_q, joint_target_qd, dof_lambda, dof_lambda_out, dt,
+                    linear_relaxation,
+                )
 
     # ---------------------------------------------------------------- mimic (coupled correction)
     r = joint_mimic_joint[j]
@@ -727,86 +1027,37 @@ def solve_joints_kernel(
         rc = joint_child[r]
         rs = joint_qd_start[r]
         rnl = joint_dof_dim[r, 0]
+        rb = JointBodies()
         rxp, rqp = body_com_pose(rp, body_q, body_com)
         rxc, rqc = body_com_pose(rc, body_q, body_com)
-        rmp = body_inv_mass_of(rp, body_inv_mass, body_flags, body_mask)
-        rmc = body_inv_mass_of(rc, body_inv_mass, body_flags, body_mask)
-        rIp = body_inv_inertia_of(rp, rmp, body_inv_inertia)
-        rIc = body_inv_inertia_of(rc, rmc, body_inv_inertia)
+        rb.xp = rxp
+        rb.qp = rqp
+        rb.xc = rxc
+        rb.qc = rqc
+        rb.mp = body_inv_mass_of(rp, body_inv_mass, body_flags, body_mask)
+        rb.mc = body_inv_mass_of(rc, body_inv_mass, body_flags, body_mask)
+        rb.Ip = body_inv_inertia_of(rp, rb.mp, body_inv_inertia)
+        rb.Ic = body_inv_inertia_of(rc, rb.mc, body_inv_inertia)
         rcomp = wp.vec3(0.0)
         if rp >= 0:
             rcomp = body_com[rp]
         rXwp = frame_of(rxp, rqp, rcomp) * joint_X_p[r]
         rXwc = frame_of(rxc, rqc, body_com[rc]) * joint_X_c[r]
         rtype = joint_type[r]
-        for k in range(nl + na):
-            Xwp, Xwc = jb_frames(jb, Xp_local, Xc_local)
-            a_local = joint_axis[start + k]
-            qf = joint_scalar_coord(jt, k, nl, a_local, Xwp, Xwc)
-            ra_local = joint_axis[rs + k]
-            qr = joint_scalar_coord(rtype, k, rnl, ra_local, rXwp, rXwc)
-            C = qf - (coeffs[0] + coeffs[1] * qr)
-            if k >= nl:
-                C = wrap_angle(C)
-            m = coeffs[1]
-            a_w = wp.quat_rotate(wp.transform_get_rotation(Xwp), a_local)
-            ra_w = wp.quat_rotate(wp.transform_get_rotation(rXwp), ra_local)
-            # generalized inverse masses of the follower and (scaled) reference coordinates
-            wf = float(0.0)
-            wr = float(0.0)
-            rap = wp.transform_get_translation(rXwp)
-            rac = wp.transform_get_translation(rXwc)
-            if k < nl:
-                wf = w_lin(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, a_w) + w_lin(
-                    jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, a_w)
-            else:
-                wf = w_ang(jb.qp, jb.Ip, a_w) + w_ang(jb.qc, jb.Ic, a_w)
-            if k < rnl:
-                wr = w_lin(rmp, rqp, rIp, rap - rxp, ra_w) + w_lin(rmc, rqc, rIc, rac - rxc, ra_w)
-            else:
-                wr = w_ang(rqp, rIp, ra_w) + w_ang(rqc, rIc, ra_w)
-            wsum = wf + m * m * wr
-            if wsum > 0.0:
-                dl = -C / wsum * angular_relaxation
-                if k < nl:
-                    dl = -C / wsum * linear_relaxation
-                # follower: + dl along its axis (local copies)
-                if k < nl:
-                    P = a_w * dl
-                    dxc, dthc = lin_step(jb.mc, jb.qc, jb.Ic, wp.transform_get_translation(Xwc) - jb.xc, P)
-                    dxp, dthp = lin_step(jb.mp, jb.qp, jb.Ip, wp.transform_get_translation(Xwp) - jb.xp, -P)
-                    jb.xc = jb.xc + dxc
-                    jb.qc = rotate_by(jb.qc, dthc)
-                    jb.xp = jb.xp + dxp
-                    jb.qp = rotate_by(jb.qp, dthp)
-                else:
-                    L = a_w * dl
-                    jb.qc = rotate_by(jb.qc, ang_step(jb.qc, jb.Ic, L))
-                    jb.qp = rotate_by(jb.qp, ang_step(jb.qp, jb.Ip, -L))
-                # reference: - m dl along its axis (accumulated directly)
-                rdl = -m * dl
-                if k < rnl:
-                    P = ra_w * rdl
-                    if rmc > 0.0:
-                        dxc, dthc = lin_step(rmc, rqc, rIc, rac - rxc, P)
-                        add_body_delta(rc, dxc, dthc, body_dx, body_dth)
-                    if rmp > 0.0:
-                        dxp, dthp = lin_step(rmp, rqp, rIp, rap - rxp, -P)
-                        add_body_delta(rp, dxp, dthp, body_dx, body_dth)
-                else:
-                    L = ra_w * rdl
-                    if rmc > 0.0:
-                        add_body_delta(rc, wp.vec3(0.0), ang_step(rqc, rIc, L), body_dx, body_dth)
-                    if rmp > 0.0:
-                        add_body_delta(rp, wp.vec3(0.0), ang_step(rqp, rIp, -L), body_dx, body_dth)
+        for k in range(6):
+            if k < nl + na:
+                jb = joint_mimic_row(
+                    jb, rb, jt, k, nl, start, Xp_local, Xc_local, rtype, rnl, rs, rp, rc, rXwp, rXwc, coeffs,
+                    joint_axis, linear_relaxation, angular_relaxation, body_dx, body_dth,
+                )
 
     # accumulate this joint's corrections (and shares: the joint pass divides by their sum when > 1)
     if jb.mc > 0.0:
-        add_body_delta(c, jb.xc - xc0, rotation_vector(jb.qc, qc0), body_dx, body_dth)
+        add_body_delta(c, jb.dxc, jb.dthc, body_dx, body_dth)
         if jb.sc > 0.0:
             wp.atomic_add(body_share, c, jb.sc)
     if jb.mp > 0.0 and p >= 0:
-        add_body_delta(p, jb.xp - xp0, rotation_vector(jb.qp, qp0), body_dx, body_dth)
+        add_body_delta(p, jb.dxp, jb.dthp, body_dx, body_dth)
         if jb.sp > 0.0:
             wp.atomic_add(body_share, p, jb.sp)
 
@@ -940,6 +1191,40 @@ def patch_spans_area(
     return 0
 
 
+@wp.func_grad(patch_end)
+def adj_patch_end(
+    start: int,
+    count: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    normal: wp.array(dtype=wp.vec3),
+    adj_ret: int,
+):
+    """Integer-valued: nothing to differentiate."""
+    pass
+
+
+@wp.func_grad(patch_spans_area)
+def adj_patch_spans_area(
+    start: int,
+    end: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    use_lambda: int,
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    adj_ret: int,
+):
+    """Integer-valued (a classification): nothing to differentiate."""
+    pass
+
+
 @wp.func
 def rigid_contact_frame(
     c: int,
@@ -1032,6 +1317,68 @@ def rigid_contact_frame(
 
 
 @wp.func
+def rigid_patch_sums(
+    start: int,
+    end: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    relaxation: float,
+    area: int,
+    mu: float,
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+):
+    """Pass 1 of :func:`solve_rigid_patch` over its active contacts: (count, slip removal asked
+    for, friction budget, sum of slips, sum of contact points).
+
+    Every sum over a variable number of items is a function of its own that returns it: Warp's
+    adjoint does not re-run a dynamic loop before the code that follows it, so a value carried
+    out of such a loop is only right in the adjoint as a call's result."""
+    k = float(0.0)
+    want = float(0.0)
+    budget = float(0.0)
+    slip_sum = wp.vec3(0.0)
+    x_sum = wp.vec3(0.0)
+    for c in range(start, end):
+        dl, slip, wt, xw = rigid_contact_frame(
+            c, shape0, shape1, point0, point1, normal, margin0, margin1, shape_body, body_q, body_q_prev,
+            body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, relaxation, area,
+        )
+        if dl > 0.0:
+            nc = normal[c]
+            P = contact_impulse[c]
+            budget += mu * (contact_lambda[c] + dl) - wp.length(P - nc * wp.dot(nc, P))
+            k += 1.0
+            slip_sum += slip
+            x_sum += xw
+            if wt > 0.0:
+                want += wp.length(slip) / wt
+    return k, want, budget, slip_sum, x_sum
+
+
+@wp.func
+def patch_radius_sum(start: int, end: int, point1: wp.array(dtype=wp.vec3), X1: wp.transform, xc: wp.vec3):
+    """Sum of the distances of the patch's points (on shape 1) from ``xc`` (see :func:`rigid_patch_sums`)."""
+    rad = float(0.0)
+    for c in range(start, end):
+        rad += wp.length(wp.transform_point(X1, point1[c]) - xc)
+    return rad
+
+
+@wp.func
 def solve_rigid_patch(
     start: int,
     end: int,
@@ -1056,11 +1403,16 @@ def solve_rigid_patch(
     relaxation: float,
     contact_lambda: wp.array(dtype=float),
     contact_impulse: wp.array(dtype=wp.vec3),
+    contact_lambda_out: wp.array(dtype=float),
+    contact_impulse_out: wp.array(dtype=wp.vec3),
     body_dx: wp.array(dtype=wp.vec3),
     body_dth: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
 ):
     """Non-penetration and Coulomb friction of the contacts ``[start, end)`` of one patch.
+
+    Reads the step's accumulated ``contact_lambda`` / ``contact_impulse`` and adds this iteration's
+    to ``contact_lambda_out`` / ``contact_impulse_out`` (the same arrays, or copies of them).
 
     Each contact's normal correction is solved on its own (Jacobi, as if it were alone; the
     apply kernel averages). Friction is bounded per patch over the whole step: the tangential
@@ -1095,25 +1447,11 @@ def solve_rigid_patch(
     x1 = wp.transform_point(X1, com1)
     n = normal[start]
     # pass 1: the patch's friction budget, the slip removal it asks for, its centroid and mean slip
-    k = float(0.0)
-    want = float(0.0)
-    budget = float(0.0)
-    slip_sum = wp.vec3(0.0)
-    x_sum = wp.vec3(0.0)
-    for c in range(start, end):
-        dl, slip, wt, xw = rigid_contact_frame(
-            c, shape0, shape1, point0, point1, normal, margin0, margin1, shape_body, body_q, body_q_prev,
-            body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, relaxation, area,
-        )
-        if dl > 0.0:
-            nc = normal[c]
-            P = contact_impulse[c]
-            budget += mu * (contact_lambda[c] + dl) - wp.length(P - nc * wp.dot(nc, P))
-            k += 1.0
-            slip_sum += slip
-            x_sum += xw
-            if wt > 0.0:
-                want += wp.length(slip) / wt
+    k, want, budget, slip_sum, x_sum = rigid_patch_sums(
+        start, end, shape0, shape1, point0, point1, normal, margin0, margin1, shape_body, body_q, body_q_prev,
+        body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, relaxation, area, mu, contact_lambda,
+        contact_impulse,
+    )
     if k == 0.0:
         return
     # area patches: one friction impulse at the centroid, one twist impulse (as-if-alone units)
@@ -1145,10 +1483,7 @@ def solve_rigid_patch(
         wa = w_ang(q0, I0, n) + w_ang(q1, I1, n)
         tw_left = float(0.0)
         if wa > 0.0 and wp.abs(tw) > 1.0e-12:
-            rad = float(0.0)
-            for c in range(start, end):
-                rad += wp.length(wp.transform_point(X1, point1[c]) - xc)
-            rad = rad / float(end - start)
+            rad = patch_radius_sum(start, end, point1, X1, xc) / float(end - start)
             Lmax = wp.max(B - wp.length(Pf), 0.0) * rad
             lmag = wp.min(wp.abs(tw) / wa, Lmax)
             Lf = n * (-wp.sign(tw) * lmag)
@@ -1220,8 +1555,8 @@ def solve_rigid_patch(
                         L = L - a * wp.min(lr / wa, mu_r * dl)
                 dth1 = dth1 + ang_step(q1, I1, L)
                 dth0 = dth0 - ang_step(q0, I0, L)
-            contact_lambda[c] = contact_lambda[c] + dl
-            contact_impulse[c] = contact_impulse[c] + Pc
+            wp.atomic_add(contact_lambda_out, c, dl)
+            wp.atomic_add(contact_impulse_out, c, Pc)
             if m1 > 0.0:
                 add_body_delta(b1, dx1, dth1, body_dx, body_dth)
                 wp.atomic_add(body_cnt, b1, 1.0)
@@ -1269,10 +1604,12 @@ def solve_distance(
     particle_dx: wp.array(dtype=wp.vec3),
     particle_cnt: wp.array(dtype=float),
     lam: wp.array(dtype=float),
+    lam_out: wp.array(dtype=float),
     li: int,
 ):
     """Compliant distance constraint (compliance ``1/ke``, rigid when ke <= 0; damping ``kd``);
-    ``lam[li]`` accumulates its Lagrange multiplier over the step's iterations (XPBD)."""
+    ``lam[li]`` accumulates its Lagrange multiplier over the step's iterations (XPBD), this
+    iteration's increment added to ``lam_out[li]`` (``lam`` or a copy of it)."""
     if i < 0 or j < 0:
         return
     wi = particle_inv_mass_of(i, particle_inv_mass, particle_flags, particle_mask)
@@ -1294,9 +1631,59 @@ def solve_distance(
     vrel = wp.dot(n, (particle_q[i] - particle_q_prev[i]) - (particle_q[j] - particle_q_prev[j]))
     lm = lam[li]
     dl = (-C - alpha * lm - gamma * vrel) / ((1.0 + gamma) * w + alpha) * relax
-    lam[li] = lm + dl
+    wp.atomic_add(lam_out, li, dl)
     add_particle_delta(i, n * (dl * wi), particle_dx, particle_cnt)
     add_particle_delta(j, n * (-dl * wj), particle_dx, particle_cnt)
+
+
+@wp.func
+def particle_pair_sums(
+    i: int,
+    xi: wp.vec3,
+    ri: float,
+    wi: float,
+    wi_world: int,
+    dxi: wp.vec3,
+    grid: wp.uint64,
+    max_radius: float,
+    soft_relaxation: float,
+    particle_mu: float,
+    particle_q: wp.array(dtype=wp.vec3),
+    particle_q_prev: wp.array(dtype=wp.vec3),
+    particle_radius: wp.array(dtype=float),
+    particle_inv_mass: wp.array(dtype=float),
+    particle_flags: wp.array(dtype=wp.int32),
+    particle_world: wp.array(dtype=wp.int32),
+    particle_mask: wp.array(dtype=wp.int32),
+    particle_self: wp.array(dtype=wp.int32),
+):
+    """Summed contact corrections of particle ``i`` against its hash-grid neighbours, and their
+    count (a function of its own for the adjoint, see :func:`rigid_patch_sums`)."""
+    acc = wp.vec3(0.0)
+    cnt = float(0.0)
+    # a ``for`` over the query (not ``while hash_grid_query_next``): the adjoint replays it
+    for j in wp.hash_grid_query(grid, xi, ri + max_radius):
+        if j != i and particle_self[j] != 0:
+            wj_world = particle_world[j]
+            if wi_world == wj_world or wi_world < 0 or wj_world < 0:
+                if (particle_flags[j] & PARTICLE_ACTIVE) != 0:
+                    dvec = xi - particle_q[j]
+                    dist = wp.length(dvec)
+                    pen = dist - ri - particle_radius[j]
+                    if pen < 0.0 and dist > 1.0e-9:
+                        n = dvec / dist
+                        wj = particle_inv_mass_of(j, particle_inv_mass, particle_flags, particle_mask)
+                        w = wi + wj
+                        dl = -pen / w * soft_relaxation
+                        P = n * dl
+                        dp = dxi - (particle_q[j] - particle_q_prev[j])
+                        dpt = dp - n * wp.dot(n, dp)
+                        lt = wp.length(dpt)
+                        if lt > 1.0e-12 and particle_mu > 0.0:
+                            P = P - (dpt / lt) * wp.min(lt / w, particle_mu * dl)
+                        acc = acc + P * wi
+                        cnt = cnt + 1.0
+    return acc, cnt
 
 
 @wp.func
@@ -1352,6 +1739,7 @@ def solve_aux_item(
     edge_ke: wp.array(dtype=float),
     soft_body_relaxation: float,
     soft_lambda: wp.array(dtype=float),
+    soft_lambda_out: wp.array(dtype=float),
     # accumulators
     body_dx: wp.array(dtype=wp.vec3),
     body_dth: wp.array(dtype=wp.vec3),
@@ -1425,31 +1813,11 @@ def solve_aux_item(
         ri = particle_radius[i]
         wi_world = particle_world[i]
         dxi = xi - particle_q_prev[i]
-        acc = wp.vec3(0.0)
-        cnt = float(0.0)
-        query = wp.hash_grid_query(grid, xi, ri + max_radius)
-        j = int(0)
-        while wp.hash_grid_query_next(query, j):
-            if j != i and particle_self[j] != 0:
-                wj_world = particle_world[j]
-                if wi_world == wj_world or wi_world < 0 or wj_world < 0:
-                    if (particle_flags[j] & PARTICLE_ACTIVE) != 0:
-                        dvec = xi - particle_q[j]
-                        dist = wp.length(dvec)
-                        pen = dist - ri - particle_radius[j]
-                        if pen < 0.0 and dist > 1.0e-9:
-                            n = dvec / dist
-                            wj = particle_inv_mass_of(j, particle_inv_mass, particle_flags, particle_mask)
-                            w = wi + wj
-                            dl = -pen / w * soft_relaxation
-                            P = n * dl
-                            dp = dxi - (particle_q[j] - particle_q_prev[j])
-                            dpt = dp - n * wp.dot(n, dp)
-                            lt = wp.length(dpt)
-                            if lt > 1.0e-12 and particle_mu > 0.0:
-                                P = P - (dpt / lt) * wp.min(lt / w, particle_mu * dl)
-                            acc = acc + P * wi
-                            cnt = cnt + 1.0
+        acc, cnt = particle_pair_sums(
+            i, xi, ri, wi, wi_world, dxi, grid, max_radius, soft_relaxation, particle_mu, particle_q,
+            particle_q_prev, particle_radius, particle_inv_mass, particle_flags, particle_world, particle_mask,
+            particle_self,
+        )
         if cnt > 0.0:
             wp.atomic_add(particle_dx, i, acc)
             wp.atomic_add(particle_cnt, i, cnt)
@@ -1459,7 +1827,7 @@ def solve_aux_item(
     if k < spring_count:
         solve_distance(spring_indices[2 * k], spring_indices[2 * k + 1], spring_rest[k], spring_ke[k],
                        spring_kd[k], dt, soft_body_relaxation, particle_q, particle_q_prev, particle_inv_mass,
-                       particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda, k)
+                       particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda, soft_lambda_out, k)
         return
     k = k - spring_count
     # ---------------------------------------------------------------- cloth triangles (edge distances)
@@ -1471,13 +1839,14 @@ def solve_aux_item(
         tke = tri_ke[k]
         base = spring_count + 3 * k
         solve_distance(a, b2, trest[0], tke[0], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
-                       particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda, base)
+                       particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda,
+                       soft_lambda_out, base)
         solve_distance(b2, c2, trest[1], tke[1], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
                        particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda,
-                       base + 1)
+                       soft_lambda_out, base + 1)
         solve_distance(c2, a, trest[2], tke[2], 0.0, dt, soft_body_relaxation, particle_q, particle_q_prev,
                        particle_inv_mass, particle_flags, particle_mask, particle_dx, particle_cnt, soft_lambda,
-                       base + 2)
+                       soft_lambda_out, base + 2)
         return
     k = k - tri_count
     # ---------------------------------------------------------------- bending (opposite-vertex distance)
@@ -1486,7 +1855,8 @@ def solve_aux_item(
         if eke > 0.0:
             solve_distance(edge_indices[k, 0], edge_indices[k, 1], edge_rest[k], eke, 0.0, dt,
                            soft_body_relaxation, particle_q, particle_q_prev, particle_inv_mass, particle_flags,
-                           particle_mask, particle_dx, particle_cnt, soft_lambda, spring_count + 3 * tri_count + k)
+                           particle_mask, particle_dx, particle_cnt, soft_lambda, soft_lambda_out,
+                           spring_count + 3 * tri_count + k)
 
 
 
@@ -1505,6 +1875,8 @@ class ContactArrays:
     rc_margin1: wp.array(dtype=float)
     contact_lambda: wp.array(dtype=float)
     contact_impulse: wp.array(dtype=wp.vec3)
+    contact_lambda_out: wp.array(dtype=float)
+    contact_impulse_out: wp.array(dtype=wp.vec3)
     soft_count: wp.array(dtype=wp.int32)
     sc_particle: wp.array(dtype=wp.int32)
     sc_shape: wp.array(dtype=wp.int32)
@@ -1540,6 +1912,7 @@ class ContactArrays:
     edge_rest: wp.array(dtype=float)
     edge_ke: wp.array(dtype=float)
     soft_lambda: wp.array(dtype=float)
+    soft_lambda_out: wp.array(dtype=float)
     body_dx: wp.array(dtype=wp.vec3)
     body_dth: wp.array(dtype=wp.vec3)
     body_cnt: wp.array(dtype=float)
@@ -1577,6 +1950,8 @@ def solve_contacts_kernel(
     rc_margin1 = A.rc_margin1
     contact_lambda = A.contact_lambda
     contact_impulse = A.contact_impulse
+    contact_lambda_out = A.contact_lambda_out
+    contact_impulse_out = A.contact_impulse_out
     soft_count = A.soft_count
     sc_particle = A.sc_particle
     sc_shape = A.sc_shape
@@ -1612,34 +1987,28 @@ def solve_contacts_kernel(
     edge_rest = A.edge_rest
     edge_ke = A.edge_ke
     soft_lambda = A.soft_lambda
+    soft_lambda_out = A.soft_lambda_out
     body_dx = A.body_dx
     body_dth = A.body_dth
     body_cnt = A.body_cnt
     particle_dx = A.particle_dx
     particle_cnt = A.particle_cnt
-    # grid-stride loop (on the CPU one thread walks every item, skipping the unused rigid slots)
+    # grid-stride loops (on the CPU one thread walks every item): the active rigid contacts, then
+    # the items past the rigid slots (the unused slots are skipped)
     tid = wp.tid()
     total = rigid_max + soft_max + particle_count + spring_count + tri_count + edge_count
     rc = wp.min(rigid_count[0], rigid_max)
-    i = tid
-    while i < total:
-        item = i
-        i += stride
-        if item < rigid_max:
-            if item < rc:
-                # the thread meeting a patch's first contact solves the whole patch
-                end = patch_end(item, rc, rc_shape0, rc_shape1, rc_normal)
-                if end > item:
-                    solve_rigid_patch(
-                        item, end, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
-                        shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
-                        body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
-                        contact_impulse, body_dx, body_dth, body_cnt,
-                    )
-            else:
-                # jump to this thread's first item past the rigid slots
-                i = rigid_max + ((tid - rigid_max) % stride + stride) % stride
-            continue
+    for item in range(tid, rc, stride):
+        # the thread meeting a patch's first contact solves the whole patch
+        end = patch_end(item, rc, rc_shape0, rc_shape1, rc_normal)
+        if end > item:
+            solve_rigid_patch(
+                item, end, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+                shape_body, shape_mu, shape_mu_torsional, shape_mu_rolling, body_q, body_q_prev, body_com,
+                body_inv_mass, body_inv_inertia, body_flags, body_mask, rigid_relaxation, contact_lambda,
+                contact_impulse, contact_lambda_out, contact_impulse_out, body_dx, body_dth, body_cnt,
+            )
+    for item in range(rigid_max + ((tid - rigid_max) % stride + stride) % stride, total, stride):
         solve_aux_item(
             item - rigid_max, dt, soft_max, particle_count, spring_count, tri_count, edge_count, soft_count,
             sc_particle, sc_shape, sc_body_pos, sc_normal, soft_relaxation, soft_mu, shape_body, shape_mu, body_q,
@@ -1647,7 +2016,7 @@ def solve_contacts_kernel(
             particle_q, particle_q_prev, particle_radius, particle_inv_mass, particle_flags, particle_world,
             particle_mask, particle_mu, max_radius, particle_self, spring_indices, spring_rest, spring_ke,
             spring_kd, tri_indices, tri_rest, tri_ke, edge_indices, edge_rest, edge_ke, soft_body_relaxation,
-            soft_lambda, body_dx, body_dth, body_cnt, particle_dx, particle_cnt,
+            soft_lambda, soft_lambda_out, body_dx, body_dth, body_cnt, particle_dx, particle_cnt,
         )
 
 
@@ -1656,14 +2025,15 @@ def solve_contacts_kernel(
 SOLVE_CONTACTS_ARG_NAMES = (
     "dt", "rigid_max", "soft_max", "particle_count", "spring_count", "tri_count", "edge_count", "rigid_count",
     "rc_shape0", "rc_shape1", "rc_point0", "rc_point1", "rc_normal", "rc_margin0", "rc_margin1",
-    "rigid_relaxation", "contact_lambda", "contact_impulse", "soft_count", "sc_particle", "sc_shape",
-    "sc_body_pos", "sc_normal", "soft_relaxation", "soft_mu", "shape_body", "shape_mu", "shape_mu_torsional",
+    "rigid_relaxation", "contact_lambda", "contact_impulse", "contact_lambda_out", "contact_impulse_out",
+    "soft_count", "sc_particle", "sc_shape", "sc_body_pos", "sc_normal", "soft_relaxation", "soft_mu", "shape_body",
+    "shape_mu", "shape_mu_torsional",
     "shape_mu_rolling", "body_q", "body_q_prev", "body_com", "body_inv_mass", "body_inv_inertia", "body_flags",
     "body_mask", "grid", "use_grid", "particle_q", "particle_q_prev", "particle_radius", "particle_inv_mass",
     "particle_flags", "particle_world", "particle_mask", "particle_mu", "max_radius", "particle_self",
     "spring_indices", "spring_rest", "spring_ke", "spring_kd", "tri_indices", "tri_rest", "tri_ke", "edge_indices",
-    "edge_rest", "edge_ke", "soft_body_relaxation", "soft_lambda", "stride", "body_dx", "body_dth", "body_cnt",
-    "particle_dx", "particle_cnt",
+    "edge_rest", "edge_ke", "soft_body_relaxation", "soft_lambda", "soft_lambda_out", "stride", "body_dx",
+    "body_dth", "body_cnt", "particle_dx", "particle_cnt",
 )
 CONTACT_ARRAY_FIELDS = frozenset(ContactArrays.vars.keys())
 
@@ -1684,6 +2054,11 @@ class DeltaArrays:
     body_corr_th: wp.array(dtype=wp.vec3)
     particle_corr: wp.array(dtype=wp.vec3)
     count_out: wp.array(dtype=float)
+    body_q_out: wp.array(dtype=wp.transform)
+    particle_q_out: wp.array(dtype=wp.vec3)
+    body_corr_x_out: wp.array(dtype=wp.vec3)
+    body_corr_th_out: wp.array(dtype=wp.vec3)
+    particle_corr_out: wp.array(dtype=wp.vec3)
 
 
 @wp.kernel
@@ -1691,9 +2066,15 @@ def apply_deltas_kernel(
     body_count: int,
     particle_count: int,
     con_weighting: int,
+    separate: int,
     A: DeltaArrays,
 ):
-    """Apply the accumulated corrections (divided by the constraint count when weighting) and zero them."""
+    """Apply the accumulated corrections (divided by the constraint count when weighting).
+
+    ``separate == 0``: the ``*_out`` arrays are the inputs (updated in place) and the accumulators
+    are zeroed for the next launch. ``separate != 0`` (taped): every entry of the ``*_out`` arrays is
+    written (unchanged ones copied) and the accumulators, fresh per launch, are left as they are
+    (the adjoint replays this launch from them)."""
     body_com = A.body_com
     body_dx = A.body_dx
     body_dth = A.body_dth
@@ -1706,6 +2087,11 @@ def apply_deltas_kernel(
     body_corr_th = A.body_corr_th
     particle_corr = A.particle_corr
     count_out = A.count_out
+    body_q_out = A.body_q_out
+    particle_q_out = A.particle_q_out
+    body_corr_x_out = A.body_corr_x_out
+    body_corr_th_out = A.body_corr_th_out
+    particle_corr_out = A.particle_corr_out
     tid = wp.tid()
     if tid < body_count:
         dx = body_dx[tid]
@@ -1722,26 +2108,36 @@ def apply_deltas_kernel(
             q = wp.transform_get_rotation(X)
             x_com = wp.transform_point(X, com) + dx
             q = rotate_by(q, dth)
-            body_q[tid] = frame_of(x_com, q, com)
-            body_corr_x[tid] = body_corr_x[tid] + dx
-            body_corr_th[tid] = body_corr_th[tid] + dth
-        body_dx[tid] = wp.vec3(0.0)
-        body_dth[tid] = wp.vec3(0.0)
-        body_cnt[tid] = 0.0
+            body_q_out[tid] = frame_of(x_com, q, com)
+            body_corr_x_out[tid] = body_corr_x[tid] + dx
+            body_corr_th_out[tid] = body_corr_th[tid] + dth
+        elif separate != 0:
+            body_q_out[tid] = body_q[tid]
+            body_corr_x_out[tid] = body_corr_x[tid]
+            body_corr_th_out[tid] = body_corr_th[tid]
+        if separate == 0:
+            body_dx[tid] = wp.vec3(0.0)
+            body_dth[tid] = wp.vec3(0.0)
+            body_cnt[tid] = 0.0
     if tid < particle_count:
         cnt = particle_cnt[tid]
         if cnt > 0.0:
             pdx = particle_dx[tid] / cnt
-            particle_q[tid] = particle_q[tid] + pdx
-            particle_corr[tid] = particle_corr[tid] + pdx
-        particle_dx[tid] = wp.vec3(0.0)
-        particle_cnt[tid] = 0.0
+            particle_q_out[tid] = particle_q[tid] + pdx
+            particle_corr_out[tid] = particle_corr[tid] + pdx
+        elif separate != 0:
+            particle_q_out[tid] = particle_q[tid]
+            particle_corr_out[tid] = particle_corr[tid]
+        if separate == 0:
+            particle_dx[tid] = wp.vec3(0.0)
+            particle_cnt[tid] = 0.0
 
 
 #: the pre-struct :func:`apply_deltas_kernel` arguments, in order
 APPLY_DELTAS_ARG_NAMES = (
-    "body_count", "particle_count", "con_weighting", "body_com", "body_dx", "body_dth", "body_cnt", "particle_dx",
-    "particle_cnt", "body_q", "particle_q", "body_corr_x", "body_corr_th", "particle_corr", "count_out",
+    "body_count", "particle_count", "con_weighting", "separate", "body_com", "body_dx", "body_dth", "body_cnt",
+    "particle_dx", "particle_cnt", "body_q", "particle_q", "body_corr_x", "body_corr_th", "particle_corr", "count_out",
+    "body_q_out", "particle_q_out", "body_corr_x_out", "body_corr_th_out", "particle_corr_out",
 )
 DELTA_ARRAY_FIELDS = frozenset(DeltaArrays.vars.keys())
 
@@ -1763,8 +2159,11 @@ def update_velocities_kernel(
     particle_mask: wp.array(dtype=wp.int32),
     body_qd: wp.array(dtype=wp.spatial_vector),
     particle_qd: wp.array(dtype=wp.vec3),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
+    particle_qd_out: wp.array(dtype=wp.vec3),
 ):
-    """Velocities from the pose change over the step: predicted velocity + total correction / dt.
+    """Velocities from the pose change over the step: predicted velocity (``body_qd``,
+    ``particle_qd``) + total correction / dt, into ``*_out`` (the same arrays, or fresh ones).
 
     Equal to ``(x_end - x_start) / dt`` but without the cancellation error of subtracting two
     large float32 positions (free motion stays exact).
@@ -1772,14 +2171,16 @@ def update_velocities_kernel(
     tid = wp.tid()
     if tid < body_count:
         if body_inv_mass_of(tid, body_inv_mass, body_flags, body_mask) == 0.0:
-            body_qd[tid] = body_qd_prev[tid]
+            body_qd_out[tid] = body_qd_prev[tid]
         else:
             qd = body_qd[tid]
-            body_qd[tid] = wp.spatial_vector(wp.spatial_top(qd) + body_corr_x[tid] / dt,
-                                             wp.spatial_bottom(qd) + body_corr_th[tid] / dt)
+            body_qd_out[tid] = wp.spatial_vector(wp.spatial_top(qd) + body_corr_x[tid] / dt,
+                                                 wp.spatial_bottom(qd) + body_corr_th[tid] / dt)
     if tid < particle_count:
         if particle_inv_mass_of(tid, particle_inv_mass, particle_flags, particle_mask) > 0.0:
-            particle_qd[tid] = particle_qd[tid] + particle_corr[tid] / dt
+            particle_qd_out[tid] = particle_qd[tid] + particle_corr[tid] / dt
+        else:
+            particle_qd_out[tid] = particle_qd[tid]
 
 
 @wp.func
@@ -1899,25 +2300,27 @@ def restitution_kernel(
     """Velocity-level restitution: the normal relative velocity of each contact that was active this
     step becomes ``-e`` times its value at the start of the step (approach faster than ``2 |g| dt``)."""
     # grid-stride over the active contacts (on the CPU one thread walks them all)
-    c = wp.tid()
     n = wp.min(rigid_count[0], rc_shape0.shape[0])
-    while c < n:
+    for c in range(wp.tid(), n, stride):
         restitution_item(
             c, gravity_dt, rigid_count, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0,
             rc_margin1, contact_lambda, shape_body, shape_restitution, body_q, body_q_prev, body_qd, body_qd_prev,
             body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
         )
-        c += stride
 
 
 @wp.kernel
 def apply_velocity_deltas_kernel(
     con_weighting: int,
+    separate: int,
     body_dv: wp.array(dtype=wp.vec3),
     body_dw: wp.array(dtype=wp.vec3),
     body_cnt: wp.array(dtype=float),
     body_qd: wp.array(dtype=wp.spatial_vector),
+    body_qd_out: wp.array(dtype=wp.spatial_vector),
 ):
+    """Add the accumulated velocity corrections to ``body_qd`` into ``body_qd_out`` (see
+    :func:`apply_deltas_kernel` for ``separate``)."""
     b = wp.tid()
     cnt = body_cnt[b]
     if cnt > 0.0:
@@ -1927,10 +2330,13 @@ def apply_velocity_deltas_kernel(
             dv = dv / cnt
             dw = dw / cnt
         qd = body_qd[b]
-        body_qd[b] = wp.spatial_vector(wp.spatial_top(qd) + dv, wp.spatial_bottom(qd) + dw)
-    body_dv[b] = wp.vec3(0.0)
-    body_dw[b] = wp.vec3(0.0)
-    body_cnt[b] = 0.0
+        body_qd_out[b] = wp.spatial_vector(wp.spatial_top(qd) + dv, wp.spatial_bottom(qd) + dw)
+    elif separate != 0:
+        body_qd_out[b] = body_qd[b]
+    if separate == 0:
+        body_dv[b] = wp.vec3(0.0)
+        body_dw[b] = wp.vec3(0.0)
+        body_cnt[b] = 0.0
 
 
 @wp.kernel
@@ -1972,6 +2378,67 @@ def contact_force_kernel(
 
 
 @wp.func
+def friction_velocity_sums(
+    start: int,
+    end: int,
+    mu: float,
+    area: int,
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    X0: wp.transform,
+    X1: wp.transform,
+    x0: wp.vec3,
+    x1: wp.vec3,
+    q0: wp.quat,
+    q1: wp.quat,
+    m0: float,
+    m1: float,
+    I0: wp.mat33,
+    I1: wp.mat33,
+    v0c: wp.vec3,
+    w0c: wp.vec3,
+    v1c: wp.vec3,
+    w1c: wp.vec3,
+):
+    """Pass 1 of :func:`friction_velocity_patch` over the patch's active contacts: (count, unused
+    budget, removal asked for, sum of tangential velocities, sum of contact points); a function of
+    its own for the adjoint (see :func:`rigid_patch_sums`)."""
+    k = float(0.0)
+    budget = float(0.0)
+    want = float(0.0)
+    v_sum = wp.vec3(0.0)
+    x_sum = wp.vec3(0.0)
+    for c in range(start, end):
+        ln = contact_lambda[c]
+        if ln > 0.0:
+            n = rc_normal[c]
+            P = contact_impulse[c]
+            budget += mu * ln - wp.length(P - n * wp.dot(n, P))
+            k += 1.0
+            r0 = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c] - x0
+            r1 = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c] - x1
+            x_sum += x1 + r1
+            if area != 0:
+                r0 = r0 - n * wp.dot(n, r0)
+                r1 = r1 - n * wp.dot(n, r1)
+            dv = (v1c + wp.cross(w1c, r1)) - (v0c + wp.cross(w0c, r0))
+            vt = dv - n * wp.dot(n, dv)
+            v_sum += vt
+            lt = wp.length(vt)
+            if area == 0 and lt > 1.0e-9:
+                t = vt / lt
+                w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
+                if w > 0.0:
+                    want += lt / w
+    return k, budget, want, v_sum, x_sum
+
+
+@wp.func
 def friction_velocity_patch(
     start: int,
     end: int,
@@ -1985,6 +2452,7 @@ def friction_velocity_patch(
     rc_margin1: wp.array(dtype=float),
     contact_lambda: wp.array(dtype=float),
     contact_impulse: wp.array(dtype=wp.vec3),
+    contact_impulse_out: wp.array(dtype=wp.vec3),
     shape_body: wp.array(dtype=wp.int32),
     shape_mu: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
@@ -2030,33 +2498,10 @@ def friction_velocity_patch(
     area = patch_spans_area(start, end, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0,
                             rc_margin1, contact_lambda, 1, shape_body, body_q)
     # pass 1: unused budget of the step, tangential velocities (projected points for area patches)
-    k = float(0.0)
-    budget = float(0.0)
-    want = float(0.0)
-    v_sum = wp.vec3(0.0)
-    x_sum = wp.vec3(0.0)
-    for c in range(start, end):
-        ln = contact_lambda[c]
-        if ln > 0.0:
-            n = rc_normal[c]
-            P = contact_impulse[c]
-            budget += mu * ln - wp.length(P - n * wp.dot(n, P))
-            k += 1.0
-            r0 = wp.transform_point(X0, rc_point0[c]) + n * rc_margin0[c] - x0
-            r1 = wp.transform_point(X1, rc_point1[c]) - n * rc_margin1[c] - x1
-            x_sum += x1 + r1
-            if area != 0:
-                r0 = r0 - n * wp.dot(n, r0)
-                r1 = r1 - n * wp.dot(n, r1)
-            dv = (v1c + wp.cross(w1c, r1)) - (v0c + wp.cross(w0c, r0))
-            vt = dv - n * wp.dot(n, dv)
-            v_sum += vt
-            lt = wp.length(vt)
-            if area == 0 and lt > 1.0e-9:
-                t = vt / lt
-                w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
-                if w > 0.0:
-                    want += lt / w
+    k, budget, want, v_sum, x_sum = friction_velocity_sums(
+        start, end, mu, area, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1, contact_lambda,
+        contact_impulse, X0, X1, x0, x1, q0, q1, m0, m1, I0, I1, v0c, w0c, v1c, w1c,
+    )
     if k == 0.0 or budget <= 0.0:
         return
     budget = budget / dt
@@ -2079,7 +2524,7 @@ def friction_velocity_patch(
         a0, c0 = lin_step(m0, q0, I0, rc0, -p)
         for c in range(start, end):
             if contact_lambda[c] > 0.0:
-                contact_impulse[c] = contact_impulse[c] + p * dt
+                wp.atomic_add(contact_impulse_out, c, p * dt)
                 if m1 > 0.0:
                     add_body_delta(b1, a1, c1, body_dv, body_dw)
                     wp.atomic_add(body_cnt, b1, 1.0)
@@ -2104,7 +2549,7 @@ def friction_velocity_patch(
                 w = w_lin(m0, q0, I0, r0, t) + w_lin(m1, q1, I1, r1, t)
                 if w > 0.0:
                     p = t * (-scale * lt / w)
-                    contact_impulse[c] = contact_impulse[c] + p * dt
+                    wp.atomic_add(contact_impulse_out, c, p * dt)
                     if m1 > 0.0:
                         a, b = lin_step(m1, q1, I1, r1, p)
                         add_body_delta(b1, a, b, body_dv, body_dw)
@@ -2128,6 +2573,7 @@ def friction_velocity_kernel(
     rc_margin1: wp.array(dtype=float),
     contact_lambda: wp.array(dtype=float),
     contact_impulse: wp.array(dtype=wp.vec3),
+    contact_impulse_out: wp.array(dtype=wp.vec3),
     shape_body: wp.array(dtype=wp.int32),
     shape_mu: wp.array(dtype=float),
     body_q: wp.array(dtype=wp.transform),
@@ -2148,14 +2594,12 @@ def friction_velocity_kernel(
     used (``mu * sum(lambda_n) - sum(|lambda_t|)`` over the patch, over dt)."""
     # grid-stride over the active contacts (on the CPU one thread walks them all); the thread
     # meeting a patch's first contact handles the patch
-    c = wp.tid()
     n = wp.min(rigid_count[0], rc_shape0.shape[0])
-    while c < n:
+    for c in range(wp.tid(), n, stride):
         end = patch_end(c, n, rc_shape0, rc_shape1, rc_normal)
         if end > c:
             friction_velocity_patch(
                 c, end, dt, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
-                contact_lambda, contact_impulse, shape_body, shape_mu, body_q, body_qd, body_com, body_inv_mass,
-                body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
+                contact_lambda, contact_impulse, contact_impulse_out, shape_body, shape_mu, body_q, body_qd,
+                body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
             )
-        c += stride

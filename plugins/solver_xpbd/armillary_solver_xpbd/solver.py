@@ -9,10 +9,13 @@ Written from the papers; see :mod:`.kernels` for the launch structure.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags
+from armillary.launch import LaunchCache, _warp_context, tape_recording
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.observables import begin_step
@@ -43,10 +46,13 @@ class SolverXPBD(SolverBase):
     ``joint_damping``, targets from ``Control.joint_target_q/qd``) as one implicit PD constraint
     of compliance ``1 / (ke + ks + (kd + damping) / dt)``, and mimic relationships
     (``joint_mimic_joint``/``joint_mimic_coeffs``, PRISMATIC/REVOLUTE/D6) as a coupled
-    correction of follower and reference. Joints outside articulations (loop closures) are
-    solved like every other joint. D6 joints with two or three angular axes use the twist angle
-    about each axis as its coordinate (exact for one axis, a small-angle approximation
-    otherwise). BALL joints have neither limits nor drives here.
+    correction of follower and reference. The locked directions of a joint (the anchor separation
+    on its locked linear axes, the hinge misalignment, a fixed joint's relative rotation) are each
+    one block solve with the 3x3 generalized inverse mass, a correction linear in the error.
+    Joints outside articulations (loop closures) are solved like every other joint. D6 joints
+    with two or three angular axes use the twist angle about each axis as its coordinate (exact
+    for one axis, a small-angle approximation otherwise). BALL joints have neither limits nor
+    drives here.
 
     Rigid contacts come from the core :class:`~armillary.CollisionPipeline` (``contacts``):
     non-penetration of the surface points ``point + margin * normal``, Coulomb friction per
@@ -70,6 +76,19 @@ class SolverXPBD(SolverBase):
     as a distance constraint between the two vertices opposite each edge (stiffness
     ``edge_bending_properties[:, 0]``, rest distance from the initial configuration). Tetrahedra
     are not supported.
+
+    Gradients: ``capabilities.differentiable``. Under a recording ``wp.Tape`` (the reference usage:
+    ``finalize(requires_grad=True)``, one state per step) ``step`` launches the same kernels compiled
+    with their adjoints (:mod:`.kernels_grad`) and writes every value a launch produces into a fresh
+    array: the predicted and corrected poses of every iteration, the velocities of every pass, the
+    accumulated corrections, multipliers and contact impulses of every iteration, the correction
+    accumulators of every launch and, with particle contacts, a hash grid per step. Nothing a later
+    launch overwrites is read back by an earlier launch's adjoint; the arrays live as long as the
+    tape (:attr:`tape_bytes_per_step`). A taped step reads the active rigid contact count back to
+    the host (to size its contact arrays), refuses ``state_out`` arrays that this tape's steps read
+    (in-place or ping-pong stepping: ``ValueError``), and computes bit for bit what the untaped step
+    computes. Contacts enter as data: pass each step its own ``Contacts`` (or collide once and keep
+    them unchanged) and the adjoint replays the step with the contacts it saw.
 
     Args:
         model: the model to simulate. Call ``armillary.eval_fk`` first when the initial body
@@ -138,6 +157,7 @@ class SolverXPBD(SolverBase):
         ),
         deterministic=False,  # atomics accumulate corrections (order-dependent on GPUs)
         collision_pipeline=True,
+        differentiable=True,
     )
     SUPPORTED_OBSERVABLES = frozenset({"body_qdd", "body_parent_f", "contact_f"})
     """``body_qdd``; ``contact_f`` from the accumulated contact impulses / dt (approximate, as
@@ -242,6 +262,18 @@ class SolverXPBD(SolverBase):
         self._contact_impulse = wp.zeros(0, dtype=wp.vec3, device=dev)
         self._grid = None
         self._packed = {}
+        # untaped launches of the per-step kernels whose arguments do not depend on the contacts,
+        # recorded once per argument set and replayed (CPU argument packing dominates small steps)
+        self._launches = LaunchCache(max_entries=64)
+        self._step_contact_impulse = self._contact_impulse
+        self._step_contact_count = self._body_contact_count
+        self._tape_launches = None  # the recording tape's launch list (a new list: a new recording)
+        self._tape_keep = []  # per-step objects a recording tape needs alive (hash grids)
+        self._tape_read = set()  # data pointers of the state_in arrays of this tape's steps
+        self._tape_step_bytes = 0
+        #: bytes of the intermediate arrays (and their gradients) the last step under a recording
+        #: ``wp.Tape`` allocated (0 before any); they live as long as the tape
+        self.tape_bytes_per_step = 0
 
     def _contact_buffers(self, rigid_max: int) -> None:
         if self._contact_lambda.shape[0] != rigid_max:
@@ -321,6 +353,7 @@ class SolverXPBD(SolverBase):
         """Refresh the constraint tables; every other model array is read live at each step."""
         super().notify_model_changed(flags)
         self._packed.clear()
+        self._launches.clear()
         value = int(flags)
         if value & int(ModelFlags.ALL):
             self._build_tables()
@@ -329,11 +362,18 @@ class SolverXPBD(SolverBase):
     def _arr(self, value, empty):
         return empty if value is None else value
 
-    def _packed_args(self, struct_cls, names, fields, values) -> list:
+    def _packed_args(self, struct_cls, names, fields, values, cache: bool = True) -> list:
         """Launch arguments of a kernel taking its scalars then one struct of arrays (``struct_cls``,
         whose ``fields`` are among ``names``) from ``values`` (one per name, in order). The struct
         is cached per set of arrays (ping-pong states alternate between two), since packing an
-        array argument costs microseconds on every CPU launch and a struct's packing is kept."""
+        array argument costs microseconds on every CPU launch and a struct's packing is kept;
+        ``cache=False`` (taped steps, whose arrays are fresh each launch) builds a new one."""
+        if not cache:
+            A = struct_cls()
+            for n, v in zip(names, values):
+                if n in fields:
+                    setattr(A, n, v)
+            return [v for n, v in zip(names, values) if n not in fields] + [A]
         key = (struct_cls,) + tuple(id(v) for n, v in zip(names, values) if n in fields)
         entry = self._packed.pop(key, None)
         if entry is None:
@@ -347,17 +387,94 @@ class SolverXPBD(SolverBase):
             self._packed.pop(next(iter(self._packed)))
         return [v for n, v in zip(names, values) if n not in fields] + [entry[0]]
 
-    def _contact_args(self, values) -> list:
+    def _contact_args(self, values, cache: bool = True) -> list:
         """:func:`.kernels.solve_contacts_kernel` arguments from the values of
         :data:`.kernels.SOLVE_CONTACTS_ARG_NAMES`."""
         return self._packed_args(kernels.ContactArrays, kernels.SOLVE_CONTACTS_ARG_NAMES,
-                                 kernels.CONTACT_ARRAY_FIELDS, values)
+                                 kernels.CONTACT_ARRAY_FIELDS, values, cache)
 
-    def _delta_args(self, values) -> list:
+    def _delta_args(self, values, cache: bool = True) -> list:
         """:func:`.kernels.apply_deltas_kernel` arguments from the values of
         :data:`.kernels.APPLY_DELTAS_ARG_NAMES`."""
         return self._packed_args(kernels.DeltaArrays, kernels.APPLY_DELTAS_ARG_NAMES, kernels.DELTA_ARRAY_FIELDS,
-                                 values)
+                                 values, cache)
+
+    # ------------------------------------------------------------ taped steps
+    def _fresh(self, like, requires_grad: bool = True):
+        """A zeroed array shaped like ``like`` for one value of a taped step (counted in
+        :attr:`tape_bytes_per_step`, gradient included)."""
+        out = wp.zeros_like(like, requires_grad=requires_grad)
+        self._tape_step_bytes += out.capacity * (2 if requires_grad else 1)
+        return out
+
+    _RIGID_CONTACT_ARRAYS = ("rigid_contact_shape0", "rigid_contact_shape1", "rigid_contact_point0",
+                             "rigid_contact_point1", "rigid_contact_normal", "rigid_contact_margin0",
+                             "rigid_contact_margin1")  # fmt: skip
+    _SOFT_CONTACT_ARRAYS = ("soft_contact_particle", "soft_contact_shape", "soft_contact_body_pos",
+                            "soft_contact_normal")  # fmt: skip
+
+    def _snapshot_contacts(self, contacts, rigid_max: int, soft_max: int):
+        """A taped step's copy of the active part of ``contacts`` (the arrays the step reads; one host
+        read of the two counts): ``(copy, active rigid contacts, active soft contacts)``. ``wp.copy``
+        is on the tape where the contact arrays have gradients."""
+        nr = min(int(contacts.rigid_contact_count.numpy()[0]), rigid_max) if rigid_max else 0
+        ns = min(int(contacts.soft_contact_count.numpy()[0]), soft_max) if soft_max else 0
+        snap = types.SimpleNamespace()
+        for names, n in ((self._RIGID_CONTACT_ARRAYS, nr), (self._SOFT_CONTACT_ARRAYS, ns)):
+            for name in names:
+                src = getattr(contacts, name)
+                grad = src.grad is not None
+                dst = wp.empty(n, dtype=src.dtype, device=self.device, requires_grad=grad)
+                self._tape_step_bytes += dst.capacity * (2 if grad else 1)
+                if n:
+                    wp.copy(dst, src, count=n)
+                setattr(snap, name, dst)
+        snap.rigid_contact_count = wp.array([nr], dtype=wp.int32, device=self.device)
+        snap.soft_contact_count = wp.array([ns], dtype=wp.int32, device=self.device)
+        self._tape_step_bytes += 8
+        return snap, nr, ns
+
+    def _fresh_n(self, n: int, dtype):
+        """A zeroed array of ``n`` ``dtype`` values with a gradient for a taped step (counted)."""
+        out = wp.zeros(n, dtype=dtype, device=self.device, requires_grad=True)
+        self._tape_step_bytes += 2 * out.capacity
+        return out
+
+    def _advance(self, arr):
+        """A fresh copy of ``arr`` (``wp.copy`` is on the tape) that a launch adds to."""
+        out = wp.empty_like(arr, requires_grad=True)
+        self._tape_step_bytes += 2 * out.capacity
+        wp.copy(out, arr)
+        return out
+
+    def _fresh_accumulators(self):
+        """Fresh per-launch correction accumulators (body dx, dtheta, count, particle dx, count)."""
+        return (self._fresh(self._body_dx), self._fresh(self._body_dth), self._fresh(self._body_cnt),
+                self._fresh(self._particle_dx), self._fresh(self._particle_cnt))  # fmt: skip
+
+    def _check_taped_states(self, state_in, state_out) -> None:
+        """Refuse a taped step that would overwrite an array an earlier launch of the same recording
+        reads back in its adjoint: ``state_out`` aliasing ``state_in``, or ``state_out`` reusing the
+        arrays of an earlier taped step's ``state_in`` (ping-pong states; use one state per step)."""
+        tape = _warp_context.runtime.tape
+        if tape.launches is not self._tape_launches:  # a new tape, or tape.reset()
+            self._tape_launches = tape.launches
+            self._tape_keep = []
+            self._tape_read = set()
+        names = ("body_q", "body_qd", "particle_q", "particle_qd")
+        read = {getattr(state_in, k).ptr: k for k in names if getattr(state_in, k, None) is not None}
+        for k in names:
+            out = getattr(state_out, k, None)
+            if out is None or out.ptr is None:
+                continue
+            if out.ptr in read or out.ptr in self._tape_read:
+                raise ValueError(
+                    f"SolverXPBD.step under a recording wp.Tape: state_out.{k} is an array that "
+                    f"{'state_in' if out.ptr in read else 'an earlier step of this tape'} reads; the "
+                    "adjoint would replay that step from overwritten values. Give every step its own "
+                    "output state (e.g. states = [model.state(requires_grad=True) for _ in range(steps + 1)])"
+                )
+        self._tape_read.update(p for p in read if p is not None)
 
     def _loop_dim(self, n: int) -> int:
         """Thread count of a grid-stride launch over ``n`` items: one thread per item on a GPU, a
@@ -366,12 +483,16 @@ class SolverXPBD(SolverBase):
         return 1 if self.device.is_cpu else max(int(n), 1)
 
     def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
-        """Advance ``state_in`` by ``dt`` into ``state_out`` (``state_in is state_out`` is allowed).
+        """Advance ``state_in`` by ``dt`` into ``state_out`` (``state_in is state_out`` is allowed,
+        except while a ``wp.Tape`` records).
 
         ``contacts`` (from ``armillary.CollisionPipeline`` / ``Model.collide``) may be ``None``:
         then nothing collides. ``control`` may be ``None``: the model's drive targets are used
         and no joint forces are applied. ``observables``: a container from :meth:`observables`
         (``SUPPORTED_OBSERVABLES``) filled by this step.
+
+        While a ``wp.Tape`` records, every intermediate array of the step is a fresh one (see
+        "Gradients" in the class docstring), so ``tape.backward`` differentiates the step.
         """
         observed = begin_step(self, observables, state_in, state_out, contacts)
         model, dev = self.model, self.device
@@ -380,6 +501,15 @@ class SolverXPBD(SolverBase):
         E = self
         bodies = nb > 0
         parts = npart > 0
+        taped = tape_recording()
+        K = kernels
+        if taped:
+            from . import kernels_grad as K  # the same kernels with adjoints (compiled on first use)
+
+            self._check_taped_states(state_in, state_out)
+            self._tape_step_bytes = 0
+        new, advance = self._fresh, self._advance  # taped only: a fresh array / a recorded copy
+        launch = wp.launch if taped else self._launches.launch  # replays bypass a tape
 
         def m(name, empty):
             v = getattr(model, name, None)
@@ -396,18 +526,19 @@ class SolverXPBD(SolverBase):
         body_f = getattr(state_in, "body_f", None) if bodies else None
         joint_f = getattr(control, "joint_f", None) if control is not None else None
         if bodies and self.joint_count and self.dof_count and joint_f is not None and joint_f.shape[0]:
+            wrench = new(self._body_f) if taped else self._body_f
             if body_f is not None:
-                wp.copy(self._body_f, body_f)
-            else:
-                self._body_f.zero_()
-            wp.launch(
-                kernels.joint_force_kernel, dim=self.joint_count,
+                wp.copy(wrench, body_f)
+            elif not taped:
+                wrench.zero_()
+            launch(
+                K.joint_force_kernel, dim=self.joint_count,
                 inputs=[model.joint_type, model.joint_enabled, model.joint_parent, model.joint_child,
                         model.joint_X_p, model.joint_X_c, model.joint_qd_start, model.joint_dof_dim,
                         model.joint_axis, joint_f, state_in.body_q, model.body_com],
-                outputs=[self._body_f], device=dev,
+                outputs=[wrench], device=dev,
             )  # fmt: skip
-            body_f = self._body_f
+            body_f = wrench
 
         # ---- contacts
         rigid_max = 0
@@ -417,12 +548,61 @@ class SolverXPBD(SolverBase):
             soft_max = int(contacts.soft_contact_particle.shape[0]) if parts else 0
         self._contact_buffers(rigid_max)
         self._last_rigid_max = rigid_max if contacts is not None else None
+        observed_contacts, observed_rigid_max = contacts, rigid_max
+        if taped and contacts is not None:
+            # this step's own copy of the active contacts: a later collide into the same Contacts
+            # must not change what this step's adjoint replays
+            contacts, rigid_max, soft_max = self._snapshot_contacts(contacts, rigid_max, soft_max)
 
         n = max(nb, npart, rigid_max, self.dof_count, self._soft_lambda.shape[0])
         if n == 0:
             return
-        wp.launch(
-            kernels.integrate_kernel, dim=self._loop_dim(n),
+
+        use_grid = self._use_grid
+        contact_dim = 0
+        if contacts is not None or self._spring_count or self._tri_count or self._edge_count or use_grid:
+            contact_dim = (rigid_max + soft_max + (npart if use_grid else 0) + self._spring_count
+                           + self._tri_count + self._edge_count)  # fmt: skip
+        joint_pass = bodies and self.joint_count and self._joint_pass
+        friction_passes = self.friction_velocity_pass if rigid_max and contacts is not None else 0
+        restitution_passes = (self.rigid_contact_restitution_iterations
+                              if self.enable_restitution and rigid_max and contacts is not None else 0)  # fmt: skip
+
+        # ---- where this step's values live: the solver's buffers, updated in place; while a tape
+        # records, a fresh array for every value a launch produces (``new``), so that no launch
+        # overwrites what an earlier launch's adjoint re-reads
+        body_q_out = state_out.body_q if bodies else E._empty_t
+        body_qd_out = state_out.body_qd if bodies else E._empty_s
+        particle_q_out = state_out.particle_q if parts else E._empty_v
+        particle_qd_out = state_out.particle_qd if parts else E._empty_v
+        if taped:
+            pose_stages = self.iterations * ((1 if joint_pass else 0) + (1 if contact_dim else 0))
+            particle_stages = self.iterations * (1 if contact_dim else 0)
+            q_prev, qd_prev = new(self._body_q_prev), new(self._body_qd_prev)
+            pq_prev, pqd_prev = new(self._particle_q_prev), new(self._particle_qd_prev)
+            # the contacts' multipliers and impulses (per iteration below), sized by the active contacts
+            contact_lambda = self._fresh_n(rigid_max, float)
+            contact_impulse = self._fresh_n(rigid_max, wp.vec3)
+            dof_lambda, soft_lambda = new(self._dof_lambda), new(self._soft_lambda)
+            corr_x, corr_th, pcorr = new(self._body_corr_x), new(self._body_corr_th), new(self._particle_corr)
+            acc = self._fresh_accumulators()
+            body_q = new(body_q_out) if pose_stages else body_q_out
+            particle_q = new(particle_q_out) if particle_stages else particle_q_out
+            body_qd, particle_qd = new(body_qd_out), new(particle_qd_out)  # predicted velocities
+            contact_count = new(self._body_contact_count, requires_grad=False)
+        else:
+            q_prev, qd_prev = self._body_q_prev, self._body_qd_prev
+            pq_prev, pqd_prev = self._particle_q_prev, self._particle_qd_prev
+            contact_lambda, contact_impulse = self._contact_lambda, self._contact_impulse
+            dof_lambda, soft_lambda = self._dof_lambda, self._soft_lambda
+            corr_x, corr_th, pcorr = self._body_corr_x, self._body_corr_th, self._particle_corr
+            acc = (self._body_dx, self._body_dth, self._body_cnt, self._particle_dx, self._particle_cnt)
+            body_q, particle_q, body_qd, particle_qd = body_q_out, particle_q_out, body_qd_out, particle_qd_out
+            contact_count = self._body_contact_count
+        separate = 1 if taped else 0
+
+        launch(
+            K.integrate_kernel, dim=self._loop_dim(n),
             inputs=[nb, npart, dt, model.gravity, self.angular_damping,
                     state_in.body_q if bodies else E._empty_t, state_in.body_qd if bodies else E._empty_s,
                     self._arr(body_f, E._empty_s), body_com, body_inv_mass,
@@ -434,169 +614,226 @@ class SolverXPBD(SolverBase):
                     m("particle_flags", E._empty_i) if parts else E._empty_i,
                     m("particle_world", E._empty_i) if parts else E._empty_i, body_mask, particle_mask, n,
                     self._loop_dim(n)],
-            outputs=[self._body_q_prev, self._body_qd_prev, self._particle_q_prev, self._particle_qd_prev,
-                     self._body_dx, self._body_dth, self._body_cnt, self._particle_dx, self._particle_cnt,
-                     self._contact_lambda, self._contact_impulse, self._dof_lambda,
-                     self._body_corr_x, self._body_corr_th, self._particle_corr, self._soft_lambda,
-                     state_out.body_q if bodies else E._empty_t, state_out.body_qd if bodies else E._empty_s,
-                     state_out.particle_q if parts else E._empty_v, state_out.particle_qd if parts else E._empty_v],
+            outputs=[q_prev, qd_prev, pq_prev, pqd_prev, acc[0], acc[1], acc[2], acc[3], acc[4],
+                     contact_lambda, contact_impulse, dof_lambda, corr_x, corr_th, pcorr, soft_lambda,
+                     body_q, body_qd, particle_q, particle_qd],
             device=dev,
         )  # fmt: skip
 
-        use_grid = self._use_grid
+        grid = self._grid
         if use_grid:
-            self._grid.build(state_out.particle_q, radius=2.0 * self._max_radius)
+            if taped:  # the adjoint queries the grid of this step: one per step, kept with the tape
+                grid = wp.HashGrid(16, 16, 16, device=dev)
+                self._tape_keep.append(grid)
+            grid.build(particle_q, radius=2.0 * self._max_radius)
 
-        body_q = state_out.body_q if bodies else E._empty_t
-        particle_q = state_out.particle_q if parts else E._empty_v
         apply_dim = max(nb, npart)
+        weighting = 1 if self.rigid_contact_con_weighting else 0
+        stages_left = [pose_stages, particle_stages] if taped else None
+
+        def next_poses(with_particles):
+            """(body_q, particle_q) arrays the next apply launch writes (taped: fresh, the last
+            ones ``state_out``'s)."""
+            if not taped:
+                return body_q, particle_q
+            stages_left[0] -= 1
+            bq = body_q_out if stages_left[0] == 0 else new(body_q_out)
+            pq = particle_q
+            if with_particles:
+                stages_left[1] -= 1
+                pq = particle_q_out if stages_left[1] == 0 else new(particle_q_out)
+            return bq, pq
 
         # ---- joint tables
-        joint_pass = bodies and self.joint_count and self._joint_pass
         if joint_pass:
             tq = getattr(control, "joint_target_q", None) if control is not None else None
             tqd = getattr(control, "joint_target_qd", None) if control is not None else None
             tq = model.joint_target_q if tq is None else tq
             tqd = model.joint_target_qd if tqd is None else tqd
-            joint_inputs = [
-                dt, model.joint_type, model.joint_enabled, model.joint_parent, model.joint_child,
-                model.joint_X_p, model.joint_X_c, model.joint_q_start, model.joint_qd_start, model.joint_dof_dim,
-                model.joint_axis, model.joint_limit_lower, model.joint_limit_upper, model.joint_target_ke,
-                model.joint_target_kd, model.joint_stiffness, model.joint_damping, model.joint_rest_q, tq, tqd,
-                model.joint_mimic_joint, model.joint_mimic_coeffs, body_q, self._body_q_prev, body_com,
-                body_inv_mass, body_inv_inertia, body_flags, body_mask, self.joint_linear_relaxation,
-                self.joint_angular_relaxation, self.joint_linear_compliance, self.joint_angular_compliance,
-            ]  # fmt: skip
 
-        contact_dim = 0
-        if contacts is not None or self._spring_count or self._tri_count or self._edge_count or use_grid:
-            contact_dim = (rigid_max + soft_max + (npart if use_grid else 0) + self._spring_count
-                           + self._tri_count + self._edge_count)  # fmt: skip
+            def joint_inputs(bq, lam_in, lam_out):
+                return [
+                    dt, model.joint_type, model.joint_enabled, model.joint_parent, model.joint_child,
+                    model.joint_X_p, model.joint_X_c, model.joint_q_start, model.joint_qd_start,
+                    model.joint_dof_dim, model.joint_axis, model.joint_limit_lower, model.joint_limit_upper,
+                    model.joint_target_ke, model.joint_target_kd, model.joint_stiffness, model.joint_damping,
+                    model.joint_rest_q, tq, tqd, model.joint_mimic_joint, model.joint_mimic_coeffs, bq, q_prev,
+                    body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, self.joint_linear_relaxation,
+                    self.joint_angular_relaxation, self.joint_linear_compliance, self.joint_angular_compliance,
+                    lam_in, lam_out,
+                ]  # fmt: skip
+
+            if not taped:
+                joint_args = joint_inputs(body_q, dof_lambda, dof_lambda)
+
         if contact_dim:
             c = contacts
             rigid = c is not None and rigid_max > 0
             soft = c is not None and soft_max > 0
             shape_ok = _count(model, "shape_count") > 0
-            contact_inputs = [
-                dt, rigid_max, soft_max, npart if use_grid else 0, self._spring_count, self._tri_count,
-                self._edge_count,
-                c.rigid_contact_count if rigid else E._zero_count,
-                c.rigid_contact_shape0 if rigid else E._empty_i, c.rigid_contact_shape1 if rigid else E._empty_i,
-                c.rigid_contact_point0 if rigid else E._empty_v, c.rigid_contact_point1 if rigid else E._empty_v,
-                c.rigid_contact_normal if rigid else E._empty_v,
-                c.rigid_contact_margin0 if rigid else E._empty_f, c.rigid_contact_margin1 if rigid else E._empty_f,
-                self.rigid_contact_relaxation, self._contact_lambda, self._contact_impulse,
-                c.soft_contact_count if soft else E._zero_count,
-                c.soft_contact_particle if soft else E._empty_i, c.soft_contact_shape if soft else E._empty_i,
-                c.soft_contact_body_pos if soft else E._empty_v, c.soft_contact_normal if soft else E._empty_v,
-                self.soft_contact_relaxation, float(getattr(model, "particle_mu", 0.5) or 0.0),
-                model.shape_body if shape_ok else E._empty_i,
-                model.shape_material_mu if shape_ok else E._empty_f,
-                self._arr(getattr(model, "shape_material_mu_torsional", None) if shape_ok else None, E._empty_f),
-                self._arr(getattr(model, "shape_material_mu_rolling", None) if shape_ok else None, E._empty_f),
-                body_q, self._body_q_prev, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask,
-                self._grid.id if use_grid else wp.uint64(0), 1 if use_grid else 0, particle_q,
-                self._particle_q_prev, m("particle_radius", E._empty_f) if parts else E._empty_f,
-                m("particle_inv_mass", E._empty_f) if parts else E._empty_f,
-                m("particle_flags", E._empty_i) if parts else E._empty_i,
-                m("particle_world", E._empty_i) if parts else E._empty_i, particle_mask,
-                float(getattr(model, "particle_mu", 0.5) or 0.0), self._max_radius, self._particle_self,
-                model.spring_indices if self._spring_count else E._empty_i,
-                model.spring_rest_length if self._spring_count else E._empty_f,
-                model.spring_stiffness if self._spring_count else E._empty_f,
-                model.spring_damping if self._spring_count else E._empty_f,
-                self._tri_indices, self._tri_rest, self._tri_ke, self._edge_indices, self._edge_rest, self._edge_ke,
-                self.soft_body_relaxation, self._soft_lambda, self._loop_dim(contact_dim),
-                self._body_dx, self._body_dth, self._body_cnt, self._particle_dx, self._particle_cnt,
-            ]  # fmt: skip
-            contact_inputs = self._contact_args(contact_inputs)
 
-        weighting = 1 if self.rigid_contact_con_weighting else 0
+            def contact_inputs(bq, pq, lam_in, lam_out, imp_in, imp_out, soft_in, soft_out, a):
+                return [
+                    dt, rigid_max, soft_max, npart if use_grid else 0, self._spring_count, self._tri_count,
+                    self._edge_count,
+                    c.rigid_contact_count if rigid else E._zero_count,
+                    c.rigid_contact_shape0 if rigid else E._empty_i, c.rigid_contact_shape1 if rigid else E._empty_i,
+                    c.rigid_contact_point0 if rigid else E._empty_v, c.rigid_contact_point1 if rigid else E._empty_v,
+                    c.rigid_contact_normal if rigid else E._empty_v,
+                    c.rigid_contact_margin0 if rigid else E._empty_f, c.rigid_contact_margin1 if rigid else E._empty_f,
+                    self.rigid_contact_relaxation, lam_in, imp_in, lam_out, imp_out,
+                    c.soft_contact_count if soft else E._zero_count,
+                    c.soft_contact_particle if soft else E._empty_i, c.soft_contact_shape if soft else E._empty_i,
+                    c.soft_contact_body_pos if soft else E._empty_v, c.soft_contact_normal if soft else E._empty_v,
+                    self.soft_contact_relaxation, float(getattr(model, "particle_mu", 0.5) or 0.0),
+                    model.shape_body if shape_ok else E._empty_i,
+                    model.shape_material_mu if shape_ok else E._empty_f,
+                    self._arr(getattr(model, "shape_material_mu_torsional", None) if shape_ok else None, E._empty_f),
+                    self._arr(getattr(model, "shape_material_mu_rolling", None) if shape_ok else None, E._empty_f),
+                    bq, q_prev, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask,
+                    grid.id if use_grid else wp.uint64(0), 1 if use_grid else 0, pq,
+                    pq_prev, m("particle_radius", E._empty_f) if parts else E._empty_f,
+                    m("particle_inv_mass", E._empty_f) if parts else E._empty_f,
+                    m("particle_flags", E._empty_i) if parts else E._empty_i,
+                    m("particle_world", E._empty_i) if parts else E._empty_i, particle_mask,
+                    float(getattr(model, "particle_mu", 0.5) or 0.0), self._max_radius, self._particle_self,
+                    model.spring_indices if self._spring_count else E._empty_i,
+                    model.spring_rest_length if self._spring_count else E._empty_f,
+                    model.spring_stiffness if self._spring_count else E._empty_f,
+                    model.spring_damping if self._spring_count else E._empty_f,
+                    self._tri_indices, self._tri_rest, self._tri_ke, self._edge_indices, self._edge_rest,
+                    self._edge_ke, self.soft_body_relaxation, soft_in, soft_out, self._loop_dim(contact_dim),
+                    a[0], a[1], a[2], a[3], a[4],
+                ]  # fmt: skip
+
+            if not taped:
+                contact_args = self._contact_args(contact_inputs(
+                    body_q, particle_q, contact_lambda, contact_lambda, contact_impulse, contact_impulse, soft_lambda,
+                    soft_lambda, acc))  # fmt: skip
+
+        def apply(count, with_particles, weigh, a, count_out):
+            """One :func:`.kernels.apply_deltas_kernel` launch (the next poses and corrections)."""
+            nonlocal body_q, particle_q, corr_x, corr_th, pcorr
+            bq, pq = next_poses(with_particles)
+            if taped:
+                cx, cth, pc = new(corr_x), new(corr_th), (new(pcorr) if with_particles else pcorr)
+            else:
+                cx, cth, pc = corr_x, corr_th, pcorr
+            values = [nb, count, weigh, separate, body_com, a[0], a[1], a[2], a[3], a[4], body_q, particle_q,
+                      corr_x, corr_th, pcorr, count_out, bq, pq, cx, cth, pc]  # fmt: skip
+            launch(K.apply_deltas_kernel, dim=apply_dim if count else nb,
+                      inputs=self._delta_args(values, cache=not taped), device=dev)
+            body_q, particle_q, corr_x, corr_th, pcorr = bq, pq, cx, cth, pc
+
+        acc_used = False  # taped: the accumulators integrate_kernel zeroed serve the first launch
         for _ in range(self.iterations):
             if joint_pass:
-                wp.launch(kernels.solve_joints_kernel, dim=self.joint_count, inputs=joint_inputs,
-                          outputs=[self._dof_lambda, self._body_dx, self._body_dth, self._body_cnt], device=dev)
+                if taped:
+                    acc = self._fresh_accumulators() if acc_used else acc
+                    acc_used = True
+                    dof_next = advance(dof_lambda)
+                    joint_args = joint_inputs(body_q, dof_lambda, dof_next)
+                    dof_lambda = dof_next
+                launch(K.solve_joints_kernel, dim=self.joint_count, inputs=joint_args,
+                          outputs=[acc[0], acc[1], acc[2]], device=dev)
                 # each body's summed joint corrections divided by its summed shares when above 1
-                wp.launch(kernels.apply_deltas_kernel, dim=nb,
-                          inputs=self._delta_args([nb, 0, 1, body_com, self._body_dx, self._body_dth, self._body_cnt,
-                                                   self._particle_dx, self._particle_cnt, body_q, particle_q,
-                                                   self._body_corr_x, self._body_corr_th, self._particle_corr,
-                                                   E._empty_f]),
-                          device=dev)  # fmt: skip
+                apply(0, False, 1, acc, E._empty_f)
             if contact_dim:
-                wp.launch(kernels.solve_contacts_kernel, dim=self._loop_dim(contact_dim), inputs=contact_inputs,
+                if taped:
+                    acc = self._fresh_accumulators() if acc_used else acc
+                    acc_used = True
+                    lam_next, imp_next, soft_next = advance(contact_lambda), advance(contact_impulse), advance(
+                        soft_lambda)
+                    contact_args = self._contact_args(contact_inputs(
+                        body_q, particle_q, contact_lambda, lam_next, contact_impulse, imp_next, soft_lambda, soft_next,
+                        acc), cache=False)  # fmt: skip
+                    contact_lambda, contact_impulse, soft_lambda = lam_next, imp_next, soft_next
+                wp.launch(K.solve_contacts_kernel, dim=self._loop_dim(contact_dim), inputs=contact_args,
                           device=dev)  # fmt: skip
-                wp.launch(kernels.apply_deltas_kernel, dim=apply_dim,
-                          inputs=self._delta_args([nb, npart, weighting, body_com, self._body_dx, self._body_dth,
-                                                   self._body_cnt, self._particle_dx, self._particle_cnt, body_q,
-                                                   particle_q, self._body_corr_x, self._body_corr_th,
-                                                   self._particle_corr, self._body_contact_count]),
-                          device=dev)  # fmt: skip
+                apply(npart, True, weighting, acc, contact_count)
 
-        wp.launch(
-            kernels.update_velocities_kernel, dim=apply_dim,
-            inputs=[nb, npart, dt, body_inv_mass, body_flags, self._body_qd_prev, self._body_corr_x,
-                    self._body_corr_th, self._particle_corr,
+        vel_stages = friction_passes + restitution_passes
+        qd_next = body_qd_out if not taped or vel_stages == 0 else new(body_qd_out)
+        launch(
+            K.update_velocities_kernel, dim=apply_dim,
+            inputs=[nb, npart, dt, body_inv_mass, body_flags, qd_prev, corr_x, corr_th, pcorr,
                     m("particle_inv_mass", E._empty_f) if parts else E._empty_f,
-                    m("particle_flags", E._empty_i) if parts else E._empty_i, body_mask, particle_mask],
-            outputs=[state_out.body_qd if bodies else E._empty_s, state_out.particle_qd if parts else E._empty_v],
+                    m("particle_flags", E._empty_i) if parts else E._empty_i, body_mask, particle_mask,
+                    body_qd, particle_qd],
+            outputs=[qd_next, particle_qd_out],
             device=dev,
         )  # fmt: skip
+        body_qd = qd_next
 
-        for _ in range(self.friction_velocity_pass if rigid_max and contacts is not None else 0):
+        def apply_velocity(a):
+            nonlocal body_qd, vel_stages
+            vel_stages -= 1
+            out = body_qd_out if not taped or vel_stages == 0 else new(body_qd_out)
+            launch(K.apply_velocity_deltas_kernel, dim=nb,
+                      inputs=[weighting, separate, a[0], a[1], a[2], body_qd], outputs=[out], device=dev)
+            body_qd = out
+
+        for _ in range(friction_passes):
+            a = self._fresh_accumulators() if taped else acc
+            imp_next = advance(contact_impulse) if taped else contact_impulse
             wp.launch(
-                kernels.friction_velocity_kernel, dim=self._loop_dim(rigid_max),
+                K.friction_velocity_kernel, dim=self._loop_dim(rigid_max),
                 inputs=[dt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                         contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
                         contacts.rigid_contact_normal, contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
-                        self._contact_lambda, self._contact_impulse, model.shape_body, model.shape_material_mu,
-                        body_q, state_out.body_qd, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask,
+                        contact_lambda, contact_impulse, imp_next, model.shape_body, model.shape_material_mu,
+                        body_q, body_qd, body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask,
                         self._loop_dim(rigid_max)],
-                outputs=[self._body_dx, self._body_dth, self._body_cnt], device=dev,
+                outputs=[a[0], a[1], a[2]], device=dev,
             )  # fmt: skip
-            wp.launch(kernels.apply_velocity_deltas_kernel, dim=nb,
-                      inputs=[weighting, self._body_dx, self._body_dth, self._body_cnt],
-                      outputs=[state_out.body_qd], device=dev)  # fmt: skip
+            contact_impulse = imp_next
+            apply_velocity(a)
             # the budget is per step: later passes only finish what the first left (see kernel)
 
-        if self.enable_restitution and rigid_max and contacts is not None:
+        if restitution_passes:
             gdt = self._gnorm * dt
-            for _ in range(self.rigid_contact_restitution_iterations):
+            for _ in range(restitution_passes):
+                a = self._fresh_accumulators() if taped else acc
                 wp.launch(
-                    kernels.restitution_kernel, dim=self._loop_dim(rigid_max),
+                    K.restitution_kernel, dim=self._loop_dim(rigid_max),
                     inputs=[gdt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                             contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
                             contacts.rigid_contact_point1, contacts.rigid_contact_normal,
-                            contacts.rigid_contact_margin0, contacts.rigid_contact_margin1, self._contact_lambda,
-                            model.shape_body, model.shape_material_restitution, body_q, self._body_q_prev,
-                            state_out.body_qd, self._body_qd_prev, body_com, body_inv_mass, body_inv_inertia,
+                            contacts.rigid_contact_margin0, contacts.rigid_contact_margin1, contact_lambda,
+                            model.shape_body, model.shape_material_restitution, body_q, q_prev,
+                            body_qd, qd_prev, body_com, body_inv_mass, body_inv_inertia,
                             body_flags, body_mask, self._loop_dim(rigid_max)],
-                    outputs=[self._body_dx, self._body_dth, self._body_cnt], device=dev,
+                    outputs=[a[0], a[1], a[2]], device=dev,
                 )  # fmt: skip
-                wp.launch(kernels.apply_velocity_deltas_kernel, dim=nb,
-                          inputs=[weighting, self._body_dx, self._body_dth, self._body_cnt],
-                          outputs=[state_out.body_qd], device=dev)  # fmt: skip
+                apply_velocity(a)
                 # only the first pass uses the start-of-step velocity as reference; later passes
                 # see the corrected velocity and add nothing unless another contact undid it
+        self._step_contact_impulse, self._step_contact_count = contact_impulse, contact_count
         self._last_dt = dt
         if observed is not None:
-            observed.finish(state_out, dt, contact_force=self._observed_contact_force(contacts, rigid_max, dt))
+            observed.finish(state_out, dt, contact_force=self._observed_contact_force(observed_contacts,
+                                                                                      observed_rigid_max, dt, K))
+        if taped:
+            self.tape_bytes_per_step = self._tape_step_bytes
 
-    def _observed_contact_force(self, contacts, rigid_max: int, dt: float):
+    def _observed_contact_force(self, contacts, rigid_max: int, dt: float, K=kernels):
         """The step's rigid contact forces (``spatial_vector`` rows ``(f, 0)``, f = force of shape 0
-        on shape 1, as :meth:`update_contacts`) for the observables; ``None`` without contacts."""
+        on shape 1, as :meth:`update_contacts`) for the observables; ``None`` without contacts.
+        ``K``: the kernel module of the step (:mod:`.kernels_grad` under a tape, into a fresh array)."""
         if not rigid_max or contacts is None:
             return None
         out = getattr(self, "_contact_force_obs", None)
-        if out is None or out.shape[0] != rigid_max:
+        if K is not kernels:
+            out = self._fresh_n(rigid_max, wp.spatial_vector)
+        elif out is None or out.shape[0] != rigid_max:
             out = self._contact_force_obs = wp.zeros(rigid_max, dtype=wp.spatial_vector, device=self.device)
         model = self.model
-        wp.launch(kernels.contact_force_kernel, dim=rigid_max,
+        wp.launch(K.contact_force_kernel, dim=rigid_max,
                   inputs=[1.0 / (dt * dt), 1 if self.rigid_contact_con_weighting else 0,
                           contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                           model.shape_body, model.body_inv_mass, model.body_flags,
                           self.body_mask if self.body_mask is not None else self._empty_i,
-                          self._body_contact_count, self._contact_impulse],
+                          self._step_contact_count, self._step_contact_impulse],
                   outputs=[out], device=self.device)  # fmt: skip
         return out
 
@@ -634,5 +871,5 @@ class SolverXPBD(SolverBase):
                           contacts.rigid_contact_count, contacts.rigid_contact_shape0, contacts.rigid_contact_shape1,
                           model.shape_body, model.body_inv_mass, model.body_flags,
                           self.body_mask if self.body_mask is not None else self._empty_i,
-                          self._body_contact_count, self._contact_impulse],
+                          self._step_contact_count, self._step_contact_impulse],
                   outputs=[contacts.force], device=self.device)  # fmt: skip
