@@ -30,21 +30,19 @@ class JointType(enum.IntEnum):
     """Cosserat rod segment joint."""
 
     def dof_count(self, num_axes: int = 0) -> tuple[int, int]:
-        """Return ``(coordinate_count, dof_count)`` of this joint type.
+        """Return ``(dof_count, coord_count)`` of this joint type (the reference engine's order).
 
-        ``num_axes`` is the number of configured axes (used by D6 only).
+        ``dof_count`` is the number of velocity DOFs (entries of ``joint_qd``), ``coord_count`` the number
+        of position coordinates (entries of ``joint_q``). ``num_axes`` is the number of configured axes,
+        used by PRISMATIC, REVOLUTE and D6 (one DOF and one coordinate per axis).
         """
-        if self in (JointType.PRISMATIC, JointType.REVOLUTE):
-            return 1, 1
+        if self in (JointType.PRISMATIC, JointType.REVOLUTE, JointType.D6):
+            return num_axes, num_axes
         if self == JointType.BALL:
-            return 4, 3
-        if self in (JointType.FREE, JointType.DISTANCE):
-            return 7, 6
-        if self == JointType.FIXED:
-            return 0, 0
-        if self == JointType.ROD:
-            return 4, 3
-        return num_axes, num_axes
+            return 3, 4
+        if self in (JointType.FREE, JointType.DISTANCE, JointType.ROD):
+            return 6, 7
+        return 0, 0  # FIXED
 
 
 class GeoType(enum.IntEnum):
