@@ -13,20 +13,27 @@ not synchronize with the device, so they can be captured in a CUDA graph once wa
 
 All three are differentiable through ``wp.Tape`` (``eval_fk``: ``body_q`` / ``body_qd`` with
 respect to ``joint_q``, ``joint_qd`` and the model's joint frames and axes; ``eval_ik`` the
-reverse; ``eval_mimic`` followers with respect to leaders). ``eval_fk`` replays recorded launches
-(:class:`~armillary.launch.LaunchCache`) except while a tape records. Revolute angles from
+reverse; ``eval_mimic`` followers with respect to leaders). While a tape records, or when one of
+the arrays ``eval_fk`` differentiates through requires grad, ``eval_fk`` launches the kernel with
+an adjoint (:func:`~armillary.sim.kinematics_kernels.eval_fk_kernel`); otherwise the forward-only
+:func:`~armillary.sim.kinematics_fast.eval_fk_fast_kernel` (same results to float32 round-off),
+and a repeated call with the same arrays, selectors and flag filter replays its recorded launch
+without validating again. Revolute angles from
 ``eval_ik`` are principal values: their derivative does not exist where the angle wraps at
 ``+-pi``.
 """
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import warp as wp
 
 from .array_checks import expect_array
-from ..launch import LaunchCache
+from ..launch import LaunchCache, replayer, tape_recording
 from .enums import BodyFlags
+from . import kinematics_fast as kfast
 from . import kinematics_kernels as kk
 
 __all__ = ["eval_fk", "eval_ik", "eval_mimic"]
@@ -229,6 +236,12 @@ def eval_fk(model, joint_q, joint_qd, state, mask=None, indices=None, body_flag_
             dtype, shape or device.
     """
     fn = "eval_fk"
+    taped = tape_recording()
+    if not taped:  # a repeated call with validated arguments: replay its launch
+        run = _fk_memo_get(model, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask)
+        if run is not None:
+            run()
+            return
     mode, mask_arr, idx_arr, dim = articulation_selector(model, mask, indices, fn)
     use_jm = 0
     jm = None
@@ -240,21 +253,76 @@ def eval_fk(model, joint_q, joint_qd, state, mask=None, indices=None, body_flag_
     if dim == 0:
         return
     topo = topology(model)
-    launches = topo.scratch.get("fk_launches")
-    if launches is None:  # eval_fk runs every step in many loops: replay recorded launches
-        launches = topo.scratch["fk_launches"] = LaunchCache()
-    launches.launch(
-        kk.eval_fk_kernel,
-        dim=dim,
-        inputs=[
-            model.articulation_start, model.articulation_end, int(model.articulation_count), topo.joint_order,
-            model.joint_type, model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c,
-            model.joint_q_start, model.joint_qd_start, model.joint_dof_dim, model.joint_axis, model.body_com,
-            model.body_flags, joint_q, joint_qd, mode, mask_arr, idx_arr, use_jm, jm, int(body_flag_filter),
-        ],
-        outputs=[body_q, body_qd],
-        device=model.device,
+    inputs = [
+        model.articulation_start, model.articulation_end, int(model.articulation_count), topo.joint_order,
+        model.joint_type, model.joint_parent, model.joint_child, model.joint_X_p, model.joint_X_c,
+        model.joint_q_start, model.joint_qd_start, model.joint_dof_dim, model.joint_axis, model.body_com,
+        model.body_flags, joint_q, joint_qd, mode, mask_arr, idx_arr, use_jm, jm, int(body_flag_filter),
+    ]  # fmt: skip
+    outputs = [body_q, body_qd]
+    if taped or _fk_requires_grad(model, joint_q, joint_qd, body_q, body_qd):
+        # the kernel with an adjoint; replays recorded launches except while a tape records
+        launches = topo.scratch.get("fk_launches")
+        if launches is None:
+            launches = topo.scratch["fk_launches"] = LaunchCache()
+        launches.launch(kk.eval_fk_kernel, dim=dim, inputs=inputs, outputs=outputs, device=model.device)
+        return
+    recorded = wp.launch(kfast.eval_fk_fast_kernel, dim=dim, inputs=inputs, outputs=outputs, device=model.device,
+                         record_cmd=True)  # fmt: skip
+    recorded.launch()
+    if all(x is None or isinstance(x, wp.array) for x in (mask, indices, joint_mask)):
+        # a tape recording when this is replayed gets the adjoint-capable kernel instead
+        run = replayer(recorded, relaunch=lambda: wp.launch(kk.eval_fk_kernel, dim=dim, inputs=inputs,
+                                                            outputs=outputs, device=model.device))
+        _fk_memo_put(model, topo, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask, run)
+
+
+# eval_fk memo: the launch of a validated argument set, keyed by the identity of every array
+# involved (the entry holds them, so no id is reused while it lives) and the flag filter value
+_FK_MODEL_ARRAYS = operator.attrgetter(
+    "articulation_start", "articulation_end", "joint_type", "joint_parent", "joint_child", "joint_X_p", "joint_X_c",
+    "joint_q_start", "joint_qd_start", "joint_dof_dim", "joint_axis", "body_com", "body_flags",
+)
+_FK_MEMO_SIZE = 16
+
+
+def _fk_requires_grad(model, joint_q, joint_qd, body_q, body_qd) -> bool:
+    """Whether any array ``eval_fk`` differentiates through requires grad."""
+    return bool(
+        joint_q.requires_grad or joint_qd.requires_grad or body_q.requires_grad or body_qd.requires_grad
+        or model.joint_X_p.requires_grad or model.joint_X_c.requires_grad or model.joint_axis.requires_grad
+        or model.body_com.requires_grad
     )  # fmt: skip
+
+
+def _fk_memo_key(model, topo, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask):
+    body_q = getattr(state, "body_q", None)
+    body_qd = getattr(state, "body_qd", None)
+    arrays = (joint_q, joint_qd, body_q, body_qd, mask, indices, joint_mask, topo.joint_order,
+              *_FK_MODEL_ARRAYS(model))  # fmt: skip
+    return (*map(id, arrays), model.articulation_count, body_flag_filter), arrays
+
+
+def _fk_memo_get(model, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask):
+    topo = getattr(model, "_armillary_topology", None)
+    if topo is None:
+        return None
+    memo = topo.scratch.get("fk_memo")
+    if not memo:
+        return None
+    key, arrays = _fk_memo_key(model, topo, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask)
+    entry = memo.get(key)
+    if entry is None or _fk_requires_grad(model, *arrays[:4]):
+        return None
+    return entry[0]
+
+
+def _fk_memo_put(model, topo, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask, run) -> None:
+    memo = topo.scratch.setdefault("fk_memo", {})
+    key, arrays = _fk_memo_key(model, topo, joint_q, joint_qd, state, mask, indices, body_flag_filter, joint_mask)
+    memo[key] = (run, arrays)
+    while len(memo) > _FK_MEMO_SIZE:
+        memo.pop(next(iter(memo)))
 
 
 def eval_ik(model, state, joint_q, joint_qd, mask=None, indices=None, body_flag_filter=BodyFlags.ALL) -> None:
