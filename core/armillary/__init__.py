@@ -31,7 +31,7 @@ _LAZY.update({name: "armillary.sim.kinematics" for name in ("eval_fk", "eval_ik"
 _LAZY.update({name: "armillary.sim.dynamics" for name in ("eval_mass_matrix", "eval_inverse_dynamics_passive",
                                                           "eval_inverse_dynamics_force", "eval_jacobian")})
 _SUBMODULES = {"actuators", "catalog", "cli", "demos", "docsgen", "hookspecs", "plugins", "registry", "runner",
-               "selection", "sim", "testing", "usd"}
+               "selection", "sensors", "sim", "testing", "usd", "utils", "viewer"}
 
 __all__ = [
     "MAXVAL",

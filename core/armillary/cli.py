@@ -8,6 +8,15 @@
     solver; prints a summary (with a warning line per suspicious outcome) and
     writes the trajectory (``.npz``; with ``--usd`` also a USD stage of
     time-sampled body transforms for usdview).
+``armillary run ... --video FILE.mp4|FILE.gif [--video-size WxH] --rerun --rerun-save FILE.rrd``
+    also render an offscreen video of the run, show it live in Rerun, or save a Rerun recording
+    (see docs/viewer.md).
+``armillary plot TRAJECTORY.npz [--out FIG.png] [--bodies NAME ...]`` / ``armillary plot SWEEP_DIR``
+    energy, contact count, body heights and coupling residuals over time (matplotlib); a sweep
+    output folder is plotted by ``armillary.sweep.plot.plot_study``.
+``armillary sweep STUDY.toml --out DIR [--backend local|ray] [--address ADDR] [--quick]``
+    run a parameter study (scenes x solvers x parameters) in worker processes or on a Ray
+    cluster, one tidy results table, resumable (see docs/sweep.md).
 ``armillary warmup [--device DEV] [--plugin NAME] [-j N]``
     compile the kernels of core and of every installed plugin (or of the
     named ones) into Warp's cache (once, after installing; ``scripts/setup.sh``
@@ -152,10 +161,34 @@ def _cmd_run(args) -> int:
         mesh_collision=args.mesh_collision,
         usd=args.usd,
         seconds=args.seconds,
+        video=args.video,
+        video_size=args.video_size,
+        rerun=args.rerun,
+        rerun_save=args.rerun_save,
     )
     summary = run(options)
     for line in summary.lines():
         print(line)
+    return 0
+
+
+def _size(text: str) -> tuple[int, int]:
+    """``WIDTHxHEIGHT`` -> (width, height)."""
+    try:
+        w, h = (int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels (e.g. 640x360), got {text!r}") from None
+    return w, h
+
+
+def _cmd_plot(args) -> int:
+    from .plot import PlotError, plot
+
+    try:
+        out = plot(args.path, args.out, bodies=args.bodies)
+    except PlotError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"plot: {out}")
     return 0
 
 
@@ -195,6 +228,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--usd", default=None, metavar="FILE",
                    help="also write the trajectory as a USD stage (.usda/.usdc/.usd) with time-sampled body "
                         "transforms that usdview plays (needs armillary-importer-usd)")  # fmt: skip
+    p.add_argument("--video", default=None, metavar="FILE",
+                   help="also render the run offscreen into a video (.mp4 or .gif; one frame per simulated frame, "
+                        "3/4 view framing the whole trajectory; needs: pip install 'armillary[video]')")  # fmt: skip
+    p.add_argument("--video-size", default=(640, 360), type=_size, metavar="WxH",
+                   help="video frame size in pixels (default 640x360)")
+    p.add_argument("--rerun", action="store_true", default=False,
+                   help="show the run live in a spawned Rerun viewer (needs: pip install 'armillary[rerun]')")
+    p.add_argument("--rerun-save", default=None, metavar="FILE",
+                   help="write the run as a Rerun recording (.rrd; open it with: rerun FILE); with --rerun, both")
     p.add_argument("--device", default=None, help="Warp device, e.g. cpu or cuda:0 (default: Warp's default device)")
     p.add_argument("--mesh-collision", default="sdf", choices=("sdf", "mesh", "convex_hull"),
                    help="how a model file's triangle-mesh shapes collide: 'sdf' (default) builds a 64-voxel SDF "
@@ -204,6 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show progress")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")
     p.set_defaults(func=_cmd_run)
+
+    p = add_parser("plot", help="plot a trajectory .npz (energy, contacts, heights, coupling residuals) or a sweep")
+    p.add_argument("path", help="trajectory file written by `armillary run` (.npz), or a sweep output folder "
+                                "(with results.csv or results.parquet)")  # fmt: skip
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="image file (.png, .pdf, .svg; default: the input's name with .png)")
+    p.add_argument("--bodies", nargs="+", default=None, metavar="NAME",
+                   help="bodies whose heights to plot: names (as in body_names) or indices (default: up to 8, "
+                        "the ones that move most)")  # fmt: skip
+    p.set_defaults(func=_cmd_plot)
 
     p = add_parser("warmup", help="compile every installed plugin's kernels into Warp's cache (once)")
     p.add_argument("--device", action="append", default=None,
@@ -222,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", nargs="?", default="docs", help="output folder (default: docs)")
     p.add_argument("--check", action="store_true", help="only check that the pages are up to date")
     p.set_defaults(func=_cmd_docs)
+
+    from .sweep.cli import add_sweep_parser
+
+    add_sweep_parser(sub, common)
     return parser
 
 

@@ -40,6 +40,8 @@ COMPILE_NOTICE_AFTER = 1.0
 ENERGY_GROWTH_MARGIN = 0.05
 #: the summary flags bodies farther from the scene than this many scene extents (plus free flight)
 RANGE_EXTENTS = 10.0
+#: file types ``--video`` writes
+VIDEO_SUFFIXES = (".mp4", ".gif")
 
 
 @dataclasses.dataclass
@@ -62,6 +64,14 @@ class RunOptions:
     usd: str | None = None
     #: simulated duration [s]; sets the frame count (rounded up to whole frames); excludes ``frames``
     seconds: float | None = None
+    #: also render a video of the run (``.mp4`` or ``.gif``; needs the ``video`` extra: imageio)
+    video: str | None = None
+    #: video frame size in pixels (width, height)
+    video_size: tuple[int, int] = (640, 360)
+    #: show the run live in a spawned Rerun viewer (needs the ``rerun`` extra: rerun-sdk)
+    rerun: bool = False
+    #: also write the run as a Rerun recording (``.rrd``; needs the ``rerun`` extra)
+    rerun_save: str | None = None
 
 
 @dataclasses.dataclass
@@ -87,6 +97,8 @@ class RunSummary:
     usd: str | None = None
     substeps: int = 1
     warnings: list[str] = dataclasses.field(default_factory=list)
+    video: str | None = None
+    rerun: str | None = None
 
     @property
     def steps_per_second(self) -> float:
@@ -114,6 +126,10 @@ class RunSummary:
             rows.append(f"trajectory:     {self.out}")
         if self.usd:
             rows.append(f"usd trajectory: {self.usd}")
+        if self.video:
+            rows.append(f"video:          {self.video}")
+        if self.rerun:
+            rows.append(f"rerun:          {self.rerun}")
         rows += [f"warning:        {w}" for w in self.warnings]
         return rows
 
@@ -480,6 +496,48 @@ def _prepare_meshes(builder, mode: str) -> None:
 
 
 # ------------------------------------------------------------------ energy and plausibility
+class _EnergyMeter:
+    """:func:`_energy` with the model's host arrays copied once (per frame only the state is read)."""
+
+    def __init__(self, model):
+        self.model = model
+        g = model.gravity.numpy().reshape(-1, 3) if model.gravity is not None else np.zeros((1, 3))
+        self.g = g
+
+        def rows(world):
+            w = np.asarray(world, dtype=np.int64)
+            return np.where((w < 0) | (w >= len(g)), len(g) - 1, w)
+        if model.body_count:
+            self.m = model.body_mass.numpy()
+            self.inertia = model.body_inertia.numpy()
+            self.com = model.body_com.numpy()
+            self.gb = g[rows(model.body_world.numpy())]
+        if getattr(model, "particle_count", 0):
+            self.pm = model.particle_mass.numpy()
+            self.gp = g[rows(model.particle_world.numpy())]
+
+    def __call__(self, state, body_q=None, particle_q=None) -> float:
+        """Kinetic + gravitational potential energy of ``state`` [J] (``body_q`` / ``particle_q``:
+        host copies already made)."""
+        model, e = self.model, 0.0
+        if model.body_count:
+            q = state.body_q.numpy() if body_q is None else body_q
+            qd = state.body_qd.numpy()
+            rot = quat_to_matrix(q[:, 3:7])
+            x_com = q[:, :3] + np.einsum("nij,nj->ni", rot, self.com)
+            v, w = qd[:, :3], qd[:, 3:6]
+            w_body = np.einsum("nji,nj->ni", rot, w)
+            e += 0.5 * float(np.sum(self.m * np.sum(v * v, axis=1)))
+            e += 0.5 * float(np.sum(np.einsum("ni,nij,nj->n", w_body, self.inertia, w_body)))
+            e -= float(np.sum(self.m * np.einsum("ni,ni->n", self.gb, x_com)))
+        if getattr(model, "particle_count", 0):
+            x = state.particle_q.numpy() if particle_q is None else particle_q
+            v = state.particle_qd.numpy()
+            e += 0.5 * float(np.sum(self.pm * np.sum(v * v, axis=1)))
+            e -= float(np.sum(self.pm * np.einsum("ni,ni->n", self.gp, x)))
+        return e
+
+
 def _energy(model, state) -> float:
     """Kinetic + gravitational potential energy of all bodies and particles [J] (host-side)."""
     e = 0.0
@@ -727,10 +785,35 @@ def _validate_options(options: RunOptions) -> None:
         _fail(f"--out must name a .npz file, got {options.out!r}")
     if options.usd is not None and not str(options.usd).endswith((".usd", ".usda", ".usdc")):
         _fail(f"--usd must name a .usda, .usdc or .usd file, got {options.usd!r}")
+    if options.video is not None and not str(options.video).lower().endswith(VIDEO_SUFFIXES):
+        _fail(f"--video must name a .mp4 or .gif file, got {options.video!r}")
+    if options.video is not None:
+        w, h = (int(v) for v in options.video_size)
+        if not (16 <= w <= 4096 and 16 <= h <= 4096):
+            _fail(f"--video-size must be WIDTHxHEIGHT with each side in 16..4096 pixels, got {w}x{h}")
+    if options.rerun_save is not None and not str(options.rerun_save).endswith(".rrd"):
+        _fail(f"--rerun-save must name a .rrd file, got {options.rerun_save!r}")
     if options.out is not None:
         _check_writable(options.out, "--out")
     if options.usd is not None:
         _check_writable(options.usd, "--usd")
+    if options.video is not None:
+        _check_writable(options.video, "--video")
+    if options.rerun_save is not None:
+        _check_writable(options.rerun_save, "--rerun-save")
+    if options.video is not None:  # the optional packages must be there before anything is simulated
+        from .viewer.image import check_video_writer
+
+        try:
+            check_video_writer(options.video)
+        except ImportError as exc:
+            _fail(f"--video: {exc}", exc)
+    if options.rerun or options.rerun_save is not None:
+        try:
+            import rerun  # noqa: F401
+        except ImportError as exc:
+            flag = "--rerun" if options.rerun else "--rerun-save"
+            _fail(f"{flag} needs the rerun-sdk package: pip install 'armillary[rerun]' (or pip install rerun-sdk)", exc)
 
 
 def run(options: RunOptions) -> RunSummary:
@@ -745,7 +828,7 @@ def run(options: RunOptions) -> RunSummary:
     _check_device(options.device)
     registry = get_registry()
     if options.usd is not None:
-        _usd_recorder_class(registry)  # the USD plugin must be there before anything is simulated
+        _usd_viewer_class()  # the USD plugin must be there before anything is simulated
     # the solver name is checked before the model is imported (and its warnings printed)
     solver_cls = _resolve_solver_name(options.solver, registry) if options.solver is not None else None
     show = options.progress if options.progress is not None else sys.stderr.isatty()
@@ -793,13 +876,12 @@ def run(options: RunOptions) -> RunSummary:
                                       model=model):  # fmt: skip
                     contacts = model.contacts()
 
-        recorder = _usd_recorder(options, registry, model, 1.0 / (dt * substeps))
-        body_q = np.zeros((frames + 1, model.body_count, 7), dtype=np.float32)
-        body_q[0] = state_0.body_q.numpy() if model.body_count else body_q[0]
+        trajectory = TrajectoryRecorder(model, solver, frames=frames)
+        trajectory.record(state_0, 0.0)
         body_qd0 = state_0.body_qd.numpy() if model.body_count else None
-        energy_start = _energy(model, state_0)
-        if recorder is not None:
-            recorder.record(state_0, 0.0)
+        energy_start = trajectory.energy[0]
+        viewers = _live_viewers(options, model, 1.0 / (dt * substeps))
+        _log_viewers(viewers, state_0, None, 0.0, trajectory)
         position = {"frame": 0, "step": 0}
         phase = {"name": "a solver step"}
 
@@ -837,8 +919,8 @@ def run(options: RunOptions) -> RunSummary:
             for k in range(substeps):
                 if frame or k:
                     one_step()
-            if model.body_count:
-                body_q[frame + 1] = state_0.body_q.numpy()  # host copy once per frame, outside step
+            # host copies once per frame, outside step: body_q, energy, contact count, solver diagnostics
+            trajectory.record(state_0, (frame + 1) * dt * substeps, contacts)
         except (CliError, KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -852,38 +934,38 @@ def run(options: RunOptions) -> RunSummary:
         pipeline = getattr(model, "_default_collision_pipeline", None) if contacts is not None else None
         if pipeline is not None:  # contact-buffer overflow: warns once (a small read per frame)
             pipeline.check_overflow(contacts)
-        if recorder is not None:
-            recorder.record(state_0, (frame + 1) * dt * substeps)
+        # the contacts of the frame's last step were found on that step's input state (state_1 now)
+        _log_viewers(viewers, state_0, contacts, (frame + 1) * dt * substeps, trajectory, state_1)
         progress.update(frame + 1)
     wp.synchronize_device(model.device)
     wall = time.perf_counter() - start
-    energy_end = _energy(model, state_0)
+    energy_end = trajectory.energy[-1]
+    body_q = trajectory.body_q_array()
     up = int(model.up_axis)
     min_height = float(body_q[..., up].min()) if model.body_count else float("nan")
     flagged = plausibility_warnings(model, body_q, energy_start, energy_end, frames * substeps * dt, body_qd0)
 
     if options.out:
-        labels = list(getattr(model, "body_label", None) or [f"body_{i}" for i in range(model.body_count)])
         try:
-            np.savez(
-                options.out,
-                body_q=body_q,
-                body_names=np.array(labels, dtype=str),
-                time=np.arange(frames + 1) * dt * substeps,
-                dt=dt,
-                substeps=substeps,
-                solver=solver_name,
-            )
+            trajectory.save(options.out, dt=dt, substeps=substeps, solver=solver_name, up_axis=int(model.up_axis))
         except OSError as exc:
             _fail(f"cannot write --out {options.out!r}: {exc.strerror or exc}", exc)
-    if recorder is not None:
+    for flag, viewer in viewers:
         try:
-            recorder.close()
+            viewer.close()
         except Exception as exc:  # pxr raises its own error types for unwritable files
-            _fail(f"cannot write {options.usd!r}: {str(exc).strip().splitlines()[-1]}", exc)
+            target = options.usd if flag == "--usd" else options.rerun_save or "the Rerun viewer"
+            _fail(f"cannot write {target!r}: {str(exc).strip().splitlines()[-1]}", exc)
+    if options.video is not None:
+        from .viewer.image import write_video
+
+        with _failure_context("rendering the video", source, options, solver=solver_name, model=model):
+            write_video(model, body_q, options.video, fps=1.0 / (dt * substeps), size=tuple(options.video_size),
+                        particle_q=trajectory.particle_q_array())  # fmt: skip
+    rerun_target = options.rerun_save if options.rerun_save else ("live viewer" if options.rerun else None)
     return RunSummary(source, solver_name, frames, frames * substeps, dt, wall, first_step,
                       model.body_count, energy_start, energy_end, min_height, options.out, options.usd,
-                      substeps=substeps, warnings=flagged)
+                      substeps=substeps, warnings=flagged, video=options.video, rerun=rerun_target)
 
 
 def _raise_step_failure(exc, phase, source, options, solver_name, model, where):
@@ -891,23 +973,151 @@ def _raise_step_failure(exc, phase, source, options, solver_name, model, where):
         raise exc
 
 
-def _usd_recorder_class(registry):
+def _usd_viewer_class():
+    """``ViewerUSD`` with the USD plugin checked (one-line error naming the distribution otherwise)."""
+    from .plugins import get_registry
+
     try:
-        return registry.importers.api("usd", "RecorderUSD")
+        get_registry().importers.api("usd", "RecorderUSD")
     except (ImportError, AttributeError) as exc:
         _fail(f"--usd needs the USD plugin: {str(exc).splitlines()[0]} "
               "(install it with: pip install armillary-importer-usd)", exc)  # fmt: skip
+    from .viewer.usd import ViewerUSD
+
+    return ViewerUSD
 
 
-def _usd_recorder(options: RunOptions, registry, model, fps: float):
-    """The USD recorder for ``--usd`` (loaded from the ``usd`` importer plugin only when asked for)."""
-    if options.usd is None:
-        return None
-    recorder_cls = _usd_recorder_class(registry)
-    try:
-        return recorder_cls(model, options.usd, fps=fps)
-    except ValueError as exc:
-        _fail(f"--usd: {exc}", exc)
+def _live_viewers(options: RunOptions, model, fps: float) -> list[tuple[str, object]]:
+    """``(flag, viewer)`` of every viewer fed during the run: ``--usd`` (ViewerUSD) and ``--rerun`` /
+    ``--rerun-save`` (ViewerRerun), each framed on the scene's initial bounds."""
+    from .viewer.framing import frame_bounds, scene_bounds
+
+    viewers = []
+    view = frame_bounds(*scene_bounds(model), up_axis=int(model.up_axis))
+    if options.usd is not None:
+        viewer_cls = _usd_viewer_class()
+        try:
+            viewer = viewer_cls(options.usd, fps=fps, num_frames=None)
+            viewer.set_model(model)
+        except ValueError as exc:
+            _fail(f"--usd: {exc}", exc)
+        viewer.show_contacts = False  # the stage holds the bodies' motion only
+        viewer.set_camera_view(view)
+        viewers.append(("--usd", viewer))
+    if options.rerun or options.rerun_save is not None:
+        from .viewer.rerun import ViewerRerun
+
+        try:
+            viewer = ViewerRerun(record_to_rrd=options.rerun_save, serve_web_viewer=False,
+                                 keep_historical_data=True)  # fmt: skip
+            if options.rerun and options.rerun_save is not None:  # live too: the spawned viewer as a second sink
+                viewer.stream.spawn(connect=False)
+                viewer.stream.set_sinks(viewer.rr.GrpcSink(), viewer.rr.FileSink(options.rerun_save))
+        except (OSError, RuntimeError) as exc:
+            _fail(f"--rerun: cannot start Rerun: {_first_line(exc)}", exc)
+        viewer.set_model(model)
+        viewer.set_camera_view(view)
+        viewers.append(("--rerun", viewer))
+    return viewers
+
+
+def _log_viewers(viewers, state, contacts, t: float, trajectory, contact_state=None) -> None:
+    """One frame of every live viewer: state, contacts (in ``contact_state``'s body frames), energy and
+    contact count."""
+    for _, viewer in viewers:
+        viewer.begin_frame(t)
+        viewer.log_state(state)
+        if contacts is not None:
+            viewer.log_contacts(contacts, contact_state if contact_state is not None else state)
+        viewer.log_scalar("energy", trajectory.energy[-1])
+        viewer.log_scalar("contact_count", trajectory.contact_count[-1])
+        viewer.end_frame()
+
+
+class TrajectoryRecorder:
+    """Per-frame record of a simulation, saved as the trajectory ``.npz`` of ``armillary run`` that
+    ``armillary plot`` reads (see the README's table).
+
+    Each :meth:`record` copies to the host: ``body_q`` (B, 7), particle positions, the energy
+    (kinetic + gravitational potential [J]), the number of rigid contacts in ``contacts`` and, when
+    ``solver`` has ``diagnostics`` (the coupled solvers' per-iteration ADMM / proxy residuals, e.g.
+    ``primal_residual``, ``dual_residual``, ``joint_gap``), every 1-D float array of it (the last
+    step's iterations). Usage from a script (any solver)::
+
+        rec = TrajectoryRecorder(model, solver)
+        rec.record(state_0, 0.0)
+        for frame in range(n):
+            ...                                   # collide + step
+            rec.record(state_0, t, contacts)
+        rec.save("trajectory.npz", dt=dt, substeps=1)
+    """
+
+    def __init__(self, model, solver=None, *, frames: int | None = None):
+        self.model = model
+        self.solver = solver
+        self.times: list[float] = []
+        self.energy: list[float] = []
+        self.contact_count: list[int] = []
+        self.diagnostics: dict[str, list[np.ndarray]] = {}
+        self._body_q: list[np.ndarray] = []
+        self._particle_q: list[np.ndarray] = []
+        self._energy = _EnergyMeter(model)
+
+    def record(self, state, time: float, contacts=None) -> None:
+        """Append one frame: ``state`` at simulation time ``time`` [s], the rigid contacts of
+        ``contacts`` (``None``: 0) and the solver's diagnostics."""
+        body_q = state.body_q.numpy() if self.model.body_count else np.zeros((0, 7), np.float32)
+        particle_q = state.particle_q.numpy() if getattr(self.model, "particle_count", 0) else None
+        self.times.append(float(time))
+        self._body_q.append(np.array(body_q, dtype=np.float32, copy=True))
+        if particle_q is not None:
+            self._particle_q.append(np.array(particle_q, dtype=np.float32, copy=True))
+        self.energy.append(self._energy(state, body_q, particle_q))
+        count = 0
+        if contacts is not None and getattr(contacts, "rigid_contact_count", None) is not None:
+            count = int(contacts.rigid_contact_count.numpy()[0])
+        self.contact_count.append(count)
+        diag = getattr(self.solver, "diagnostics", None) if self.solver is not None else None
+        if diag is not None and len(self.times) > 1:  # row 0, before any step: none
+            import warp as wp
+
+            for name, arr in (vars(diag).items() if hasattr(diag, "__dict__") else ()):
+                if isinstance(arr, wp.array) and arr.ndim == 1 and arr.dtype in (wp.float32, wp.float64):
+                    rows = self.diagnostics.setdefault(name, [None] * (len(self.times) - 1))
+                    rows.append(np.array(arr.numpy(), dtype=np.float64))
+        for rows in self.diagnostics.values():  # frames without a value: NaN rows in arrays()
+            while len(rows) < len(self.times):
+                rows.append(None)
+
+    def body_q_array(self) -> np.ndarray:
+        """All recorded body poses, (frames, B, 7) float32."""
+        return np.stack(self._body_q) if self._body_q else np.zeros((0, self.model.body_count, 7), np.float32)
+
+    def particle_q_array(self) -> np.ndarray | None:
+        """All recorded particle positions, (frames, P, 3) float32 (``None`` without particles)."""
+        return np.stack(self._particle_q) if self._particle_q else None
+
+    def arrays(self, **extra) -> dict:
+        """The ``.npz`` contents: ``body_q``, ``body_names``, ``time``, ``energy`` (frames,) [J],
+        ``contact_count`` (frames,) int32 (row 0, the initial state before any collision: 0),
+        ``diag_<name>`` (frames, iterations) float64 (row 0: NaN) and ``extra`` (dt, substeps, solver)."""
+        labels = list(getattr(self.model, "body_label", None) or [f"body_{i}" for i in range(self.model.body_count)])
+        out = {"body_q": self.body_q_array(), "body_names": np.array(labels, dtype=str),
+               "time": np.asarray(self.times, dtype=np.float64), "energy": np.asarray(self.energy, dtype=np.float64),
+               "contact_count": np.asarray(self.contact_count, dtype=np.int32)}  # fmt: skip
+        for name, rows in self.diagnostics.items():
+            width = max((len(r) for r in rows if r is not None), default=0)
+            table = np.full((len(rows), width), np.nan)
+            for k, r in enumerate(rows):
+                if r is not None:
+                    table[k, :len(r)] = r
+            out[f"diag_{name}"] = table
+        out.update(extra)
+        return out
+
+    def save(self, path, **extra) -> None:
+        """Write :meth:`arrays` to ``path`` (``.npz``)."""
+        np.savez(path, **self.arrays(**extra))
 
 
 # ------------------------------------------------------------------ warmup

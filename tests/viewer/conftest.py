@@ -1,0 +1,12 @@
+"""The command line with the installed plugins (like a user's ``armillary run``): these tests override the
+core tests' isolated registry with the process-wide one."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def registry():
+    """The process-wide plugin registry (every installed plugin), not an isolated one."""
+    from armillary.plugins import get_registry
+
+    return get_registry()
