@@ -22,6 +22,7 @@ import numpy as np
 import warp as wp
 
 from ..launch import LaunchCache
+from .host_sort import sort_f32_segments_kernel
 
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
@@ -408,7 +409,12 @@ class BroadPhaseSAP(_BroadPhaseBase):
         dim = grid_dim(dev, n)
         self._launch(_sap_keys_kernel, dim, [self._elems, n, shape_lower, gap, disp, self._keys, self._values, dim],
                   dev)  # fmt: skip
-        if self._segments == 1:
+        if dev.is_cpu:
+            # one serial kernel (stable, same order as the radix sorts below): Warp's generic CPU
+            # sorts cost ~90 us even for a few dozen keys (:mod:`.host_sort`)
+            self._launch(sort_f32_segments_kernel, 1, [self._keys, self._values, n, self._seg_begin, self._seg_end],
+                         dev)  # fmt: skip
+        elif self._segments == 1:
             wp.utils.radix_sort_pairs(self._keys, self._values, n)
         else:
             wp.utils.segmented_sort_pairs(self._keys, self._values, n, self._seg_begin, self._seg_end)

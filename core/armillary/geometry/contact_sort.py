@@ -20,7 +20,9 @@ import warp as wp
 
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
+from ..launch import LaunchCache, tape_recording
 from .broad_phase import grid_dim
+from .host_sort import RADIX_BUCKETS, sort_i64_count_kernel
 from .narrow_phase import REDUCE_SLOTS, SUB_KEY_BITS, ContactOut
 
 #: bits of the radix-sort key available to shape indices
@@ -160,15 +162,26 @@ class DeterministicSort:
             self.scratch = alloc_contact_out(self.capacity, self.key_shift)
             self.sort_key = wp.zeros(2 * self.capacity, dtype=wp.int64)
             self.sort_value = wp.zeros(2 * self.capacity, dtype=int)
+            self._hist = wp.zeros(RADIX_BUCKETS, dtype=int)
         self.scratch.sort_key = self.sort_key
         self.scratch.sort_value = self.sort_value
+        self._launches = LaunchCache(max_entries=8)
 
     def reset_keys(self):
         self.sort_key.fill_(self.key_fill)
 
     def sort_into(self, dst: ContactOut, device=None):
-        dev = device if device is not None else self.device
-        wp.utils.radix_sort_pairs(self.sort_key, self.sort_value, self.capacity, 0, self.sort_bits)
+        dev = wp.get_device(device if device is not None else self.device)
+        if dev.is_cpu:
+            # serial radix sort of the written contacts only (count read on the device): the same
+            # order as sorting the whole buffer, whose unused keys hold key_fill (:mod:`.host_sort`)
+            args = [self.sort_key, self.sort_value, self.scratch.count, self.capacity, 0, self.sort_bits, self._hist]
+            if tape_recording():  # like the gather below: never on a tape (no adjoint)
+                wp.launch(sort_i64_count_kernel, dim=1, inputs=args, device=dev, record_tape=False)
+            else:
+                self._launches.launch(sort_i64_count_kernel, 1, args, device=dev)
+        else:
+            wp.utils.radix_sort_pairs(self.sort_key, self.sort_value, self.capacity, 0, self.sort_bits)
         gdim = grid_dim(dev, self.capacity)
         wp.launch(_gather_kernel, dim=gdim, inputs=[self.scratch, self.sort_value, dst, gdim], device=dev,
                   record_tape=False)  # fmt: skip

@@ -17,8 +17,9 @@ import warp as wp
 wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
-from .gjk import tri_closest_bary
-from .support import TRIANGLE, ConvexGeo, support_world
+from .convex import PEN_CLEARANCE, CORE_TOUCH, convex_distance
+from .gjk import GJK_MAX_ITER, GJK_OVERLAP_SQ, GJK_REL_TOL, mat43g, simplex_closest, tri_closest_bary
+from .support import BOX, TRIANGLE, ConvexGeo, shape_scale_len, support_feature, support_world
 
 
 @wp.struct
@@ -142,6 +143,230 @@ def tri_geo(X: wp.transform, p0: wp.vec3, p1: wp.vec3, p2: wp.vec3):
     g.p1 = p1
     g.p2 = p2
     return g
+
+
+@wp.func
+def sat_axis_depth(L: wp.vec3, t0: wp.vec3, t1: wp.vec3, t2: wp.vec3, h: wp.vec3, best: float, bn: wp.vec3):
+    """Update the least overlap (``best``, direction ``bn``) with both senses of the unit axis
+    ``L`` (box-local frame, box centered at the origin with half extents ``h``): the depth of
+    direction ``+L`` (translate the box along it to separate) is ``max_tri(L) + r_box(L)``."""
+    p0 = wp.dot(t0, L)
+    p1 = wp.dot(t1, L)
+    p2 = wp.dot(t2, L)
+    r = h[0] * wp.abs(L[0]) + h[1] * wp.abs(L[1]) + h[2] * wp.abs(L[2])
+    dp = wp.max(p0, wp.max(p1, p2)) + r
+    dm = r - wp.min(p0, wp.min(p1, p2))
+    if dp < best:
+        best = dp
+        bn = L
+    if dm < best:
+        best = dm
+        bn = -L
+    return best, bn
+
+
+@wp.func
+def triangle_in_box_frame(gT: ConvexGeo, gB: ConvexGeo):
+    """The triangle's vertices in the (unscaled) local frame of the box ``gB``."""
+    q = wp.transform_get_rotation(gB.X)
+    c = wp.transform_get_translation(gB.X)
+    t0 = wp.quat_rotate_inv(q, wp.transform_point(gT.X, gT.p0) - c)
+    t1 = wp.quat_rotate_inv(q, wp.transform_point(gT.X, gT.p1) - c)
+    t2 = wp.quat_rotate_inv(q, wp.transform_point(gT.X, gT.p2) - c)
+    return t0, t1, t2
+
+
+@wp.func
+def triangle_box_separation(t0: wp.vec3, t1: wp.vec3, t2: wp.vec3, h: wp.vec3):
+    """A lower bound of the distance [m] between a triangle (vertices in the box frame) and the
+    box of half extents ``h`` centered there: the largest gap along the 3 box axes and the
+    triangle normal (separating-axis theorem; <= 0 when these axes do not separate them)."""
+    lo = wp.min(t0, wp.min(t1, t2))
+    hi = wp.max(t0, wp.max(t1, t2))
+    sep = wp.max(lo[0] - h[0], -h[0] - hi[0])
+    sep = wp.max(sep, wp.max(lo[1] - h[1], -h[1] - hi[1]))
+    sep = wp.max(sep, wp.max(lo[2] - h[2], -h[2] - hi[2]))
+    nt = wp.cross(t1 - t0, t2 - t0)
+    lt = wp.length(nt)
+    if lt > 0.0:
+        L = nt / lt
+        r = h[0] * wp.abs(L[0]) + h[1] * wp.abs(L[1]) + h[2] * wp.abs(L[2])
+        sep = wp.max(sep, wp.abs(wp.dot(t0, L)) - r)
+    return sep
+
+
+@wp.func(inline=False)
+def triangle_box_penetration(gT: ConvexGeo, gB: ConvexGeo):
+    """Least-overlap direction of an overlapping (triangle, box) pair by the separating-axis
+    theorem: (depth [m], unit world normal from the triangle to the box). The candidate
+    directions are every face normal of the Minkowski difference of a triangle and a box: both
+    senses of the triangle normal, the 3 box axes and the 9 triangle-edge x box-edge crosses."""
+    q = wp.transform_get_rotation(gB.X)
+    h = gB.s
+    t0, t1, t2 = triangle_in_box_frame(gT, gB)
+    best = float(1.0e30)
+    bn = wp.vec3(0.0, 0.0, 1.0)
+    nt = wp.cross(t1 - t0, t2 - t0)
+    lt = wp.length(nt)
+    if lt > 0.0:
+        best, bn = sat_axis_depth(nt / lt, t0, t1, t2, h, best, bn)
+    for i in range(3):
+        e = wp.vec3(0.0)
+        e[i] = 1.0
+        best, bn = sat_axis_depth(e, t0, t1, t2, h, best, bn)
+    for j in range(3):
+        E = t1 - t0
+        if j == 1:
+            E = t2 - t1
+        elif j == 2:
+            E = t0 - t2
+        le = wp.length(E)
+        for i in range(3):
+            # e_i x E without building e_i
+            L = wp.vec3(0.0)
+            if i == 0:
+                L = wp.vec3(0.0, -E[2], E[1])
+            elif i == 1:
+                L = wp.vec3(E[2], 0.0, -E[0])
+            else:
+                L = wp.vec3(-E[1], E[0], 0.0)
+            ll = wp.length(L)
+            if ll > 1.0e-6 * le:
+                best, bn = sat_axis_depth(L / ll, t0, t1, t2, h, best, bn)
+    return best, wp.quat_rotate(q, bn)
+
+
+@wp.func
+def tri_support_local(t0: wp.vec3, t1: wp.vec3, t2: wp.vec3, d: wp.vec3):
+    h0 = wp.dot(t0, d)
+    h1 = wp.dot(t1, d)
+    h2 = wp.dot(t2, d)
+    if h0 >= h1 and h0 >= h2:
+        return t0
+    if h1 >= h2:
+        return t1
+    return t2
+
+
+@wp.func
+def box_support_local(h: wp.vec3, d: wp.vec3):
+    x = h[0]
+    y = h[1]
+    z = h[2]
+    if d[0] < 0.0:
+        x = -x
+    if d[1] < 0.0:
+        y = -y
+    if d[2] < 0.0:
+        z = -z
+    return wp.vec3(x, y, z)
+
+
+@wp.func(inline=False)
+def gjk_triangle_box(t0: wp.vec3, t1: wp.vec3, t2: wp.vec3, h: wp.vec3, off: wp.vec3):
+    """:func:`.gjk.gjk` specialised to a triangle (vertices in the box frame) against the box of
+    half extents ``h`` centered at ``off`` in that frame: (distance, point on the triangle,
+    point on the box, overlap flag), the same iteration, tolerances and sub-simplex search with
+    the support functions written out in the box frame."""
+    W = mat43g()
+    PA = mat43g()
+    PB = mat43g()
+    d0 = (t0 + t1 + t2) / 3.0 - off
+    if wp.dot(d0, d0) < 1.0e-20:
+        d0 = wp.vec3(1.0, 0.0, 0.0)
+    a0 = tri_support_local(t0, t1, t2, -d0)
+    b0 = box_support_local(h, d0) + off
+    W[0] = a0 - b0
+    PA[0] = a0
+    PB[0] = b0
+    n = int(1)
+    v = W[0]
+    pa = a0
+    pb = b0
+    overlap = int(0)
+    for _it in range(GJK_MAX_ITER):
+        vv = wp.dot(v, v)
+        if vv < GJK_OVERLAP_SQ:
+            overlap = 1
+            break
+        a = tri_support_local(t0, t1, t2, -v)
+        b = box_support_local(h, v) + off
+        w = a - b
+        if vv - wp.dot(v, w) <= GJK_REL_TOL * vv:
+            break
+        W[n] = w
+        PA[n] = a
+        PB[n] = b
+        n += 1
+        lam, inside = simplex_closest(W, n)
+        if inside != 0:
+            overlap = 1
+            break
+        W2 = mat43g()
+        A2 = mat43g()
+        B2 = mat43g()
+        m = int(0)
+        nv = wp.vec3(0.0)
+        na = wp.vec3(0.0)
+        nb = wp.vec3(0.0)
+        for i in range(n):
+            if lam[i] > 0.0:
+                W2[m] = W[i]
+                A2[m] = PA[i]
+                B2[m] = PB[i]
+                nv += lam[i] * W[i]
+                na += lam[i] * PA[i]
+                nb += lam[i] * PB[i]
+                m += 1
+        if wp.dot(nv, nv) >= vv:
+            break
+        W = W2
+        PA = A2
+        PB = B2
+        n = m
+        v = nv
+        pa = na
+        pb = nb
+        if n == 1:
+            pa = PA[0]
+            pb = PB[0]
+    return wp.length(v), pa, pb, overlap
+
+
+@wp.func(inline=False)
+def triangle_convex_distance(gT: ConvexGeo, gO: ConvexGeo, verts: wp.array(dtype=wp.vec3), limit: float):
+    """:func:`.convex.convex_distance` of a triangle (A) and a convex shape (B): signed distance,
+    unit normal A -> B, surface points on A and B; a result farther than ``limit`` [m] may be
+    any distance above it (a BOX farther than ``limit`` along a box axis or the triangle normal
+    returns that lower bound without GJK). Against a BOX the overlapping case takes the
+    exact separating-axis least overlap (:func:`triangle_box_penetration`) instead of MPR and
+    its refinement, and its witness points the way one refinement step does: the closest points
+    of the pair with the box translated just out of contact along that normal (GJK)."""
+    if gO.t != BOX:
+        return convex_distance(gT, gO, verts)
+    zero = wp.vec3(0.0)
+    scale = wp.max(shape_scale_len(gT), shape_scale_len(gO))
+    t0, t1, t2 = triangle_in_box_frame(gT, gO)
+    lb = triangle_box_separation(t0, t1, t2, gO.s)
+    if lb > limit + 1.0e-6 * scale:
+        return lb, wp.vec3(0.0, 0.0, 1.0), zero, zero  # GJK's distance (>= lb) would exceed limit too
+    XB = gO.X
+    qB = wp.transform_get_rotation(XB)
+    dist, ca, cb, ov = gjk_triangle_box(t0, t1, t2, gO.s, zero)
+    if ov == 0 and dist > CORE_TOUCH * scale:
+        return dist, wp.quat_rotate(qB, (cb - ca) / dist), wp.transform_point(XB, ca), wp.transform_point(XB, cb)
+    depth, n = triangle_box_penetration(gT, gO)
+    FA, nA = support_feature(gT, verts, n)
+    FB, nB = support_feature(gO, verts, -n)
+    if (nA >= 3 and nB >= 2) or (nA >= 2 and nB >= 3):
+        # a face manifold follows (:func:`.convex.convex_manifold`): the support points, whose
+        # exact entry the manifold's deepest clipped point replaces (as after MPR + refinement)
+        return -depth, n, support_world(gT, verts, n, 0), support_world(gO, verts, -n, 0)
+    T = wp.quat_rotate_inv(qB, n) * (depth + PEN_CLEARANCE * scale)
+    d3, ca3, cb3, ov3 = gjk_triangle_box(t0, t1, t2, gO.s, T)
+    if ov3 != 0 or d3 <= 1.0e-9 * scale:
+        return convex_distance(gT, gO, verts)  # numerically degenerate: the general route
+    return -depth, n, wp.transform_point(XB, ca3), wp.transform_point(XB, cb3 - T)
 
 
 @wp.func

@@ -56,7 +56,7 @@ from .primitives import (
 )
 from .convex import convex_distance, convex_manifold, mat163, select4, to2d, vec16f
 from .mesh_collision import (GeoBuffers, build_geo_buffers, hf_point, local_aabb, soft_hfield_closest,
-                             soft_mesh_closest, tri_geo, world_aabb)
+                             soft_mesh_closest, tri_geo, triangle_convex_distance, world_aabb)
 from .support import ConvexGeo, core_radius, shape_center, support_feature, support_world
 
 PLANE = wp.constant(int(GeoType.PLANE))
@@ -587,7 +587,7 @@ def triangle_emit(ctx: PairCtx, out: ContactOut, gT: ConvexGeo, gO: ConvexGeo, v
     nt = wp.cross(wp.transform_vector(gT.X, gT.p1 - gT.p0), wp.transform_vector(gT.X, gT.p2 - gT.p0))
     if wp.dot(shape_center(gO, verts) - w0, nt) < 0.0:
         return  # back-face culling: the shape's center is behind the face
-    d, n, pa, pb = convex_distance(gT, gO, verts)
+    d, n, pa, pb = triangle_convex_distance(gT, gO, verts, limit)
     if d > limit:
         return
     ntu = wp.normalize(nt)
