@@ -581,9 +581,19 @@ def box_face_manifold(XR: wp.transform, hR: wp.vec3, ref_axis: int, nref: wp.vec
     return poly, n, rk, rl
 
 
+#: depth tolerance of :func:`reduce_manifold4`'s first point, per metre of manifold radius (a tilt of
+#: about 0.6 degrees): clipped points this close to the deepest count as equally deep
+MANIFOLD_TIE_SLOPE = wp.constant(0.01)
+
+
 @wp.func
 def reduce_manifold4(poly: mat83, n: int, href: float, limit: float):
     """Select up to 4 well-spread points among clipped points with depth <= limit.
+
+    The first point is the deepest one, or, among points within ``MANIFOLD_TIE_SLOPE`` x the
+    manifold's radius of the deepest depth, the one farthest from the points' centroid; then the
+    point farthest from it and the extreme points on either side of that diagonal. A face resting
+    flat thus keeps the same (widest) points from step to step.
 
     Returns (selected indices as vec4 of floats (-1 unused), count).
     """
@@ -598,6 +608,32 @@ def reduce_manifold4(poly: mat83, n: int, href: float, limit: float):
             i0 = i
     if i0 < 0:
         return sel, 0
+    # Near-ties in depth (a resting face: every point within ``tie`` of the deepest) take the point
+    # farthest from the candidates' centroid instead. Otherwise micro-tilts of a resting box swap
+    # the deepest point between steps, and with it the chosen 4 of the 5-8 clipped points: the
+    # support flips from step to step and rocks the box (issue 24, stacking).
+    cu = float(0.0)
+    cv = float(0.0)
+    kc = float(0.0)
+    for i in range(n):
+        if poly[i, 2] - href <= limit:
+            cu += poly[i, 0]
+            cv += poly[i, 1]
+            kc += 1.0
+    cu = cu / kc
+    cv = cv / kc
+    r2max = float(0.0)
+    for i in range(n):
+        if poly[i, 2] - href <= limit:
+            r2max = wp.max(r2max, (poly[i, 0] - cu) * (poly[i, 0] - cu) + (poly[i, 1] - cv) * (poly[i, 1] - cv))
+    tie = MANIFOLD_TIE_SLOPE * wp.sqrt(r2max)
+    r2best = float(-1.0)
+    for i in range(n):
+        if poly[i, 2] - href <= wp.min(dmin + tie, limit):
+            r2 = (poly[i, 0] - cu) * (poly[i, 0] - cu) + (poly[i, 1] - cv) * (poly[i, 1] - cv)
+            if r2 > r2best:
+                r2best = r2
+                i0 = i
     sel[0] = float(i0)
     cnt = int(1)
     p0 = wp.vec2(poly[i0, 0], poly[i0, 1])
