@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["SolverConformance", "Tolerances"]
+__all__ = ["SolverConformance", "Tolerances", "forbid_host_sync"]
+_MODULE_OF = {"SolverConformance": ".conformance", "Tolerances": ".conformance", "forbid_host_sync": ".host_sync"}
 
 
 def __getattr__(name: str):
     if name in __all__:
-        value = getattr(importlib.import_module(".conformance", __name__), name)
+        value = getattr(importlib.import_module(_MODULE_OF[name], __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'armillary.testing' has no attribute {name!r}")

@@ -449,17 +449,9 @@ class SolverConformance(FeatureChecks, GradientChecks):
             wp.synchronize_device(device)
             return
 
-        def trap(what):
-            def _raise(*args, **kwargs):
-                raise AssertionError(f"step() synchronised with the host ({what}): it cannot be graph-captured")
+        from .host_sync import forbid_host_sync
 
-            return _raise
-
-        for name in ("numpy", "list", "__array__"):
-            monkeypatch.setattr(wp.array, name, trap(f"wp.array.{name}"))
-        for name in ("synchronize", "synchronize_device", "synchronize_stream"):
-            if hasattr(wp, name):
-                monkeypatch.setattr(wp, name, trap(f"wp.{name}"))
+        forbid_host_sync(monkeypatch, "step()")
         sim.step(2)
 
     def test_step_with_observables_does_not_synchronise_with_the_host(self, monkeypatch):

@@ -10,20 +10,7 @@ import pytest
 import warp as wp
 
 import armillary as newton
-
-
-def _trap_host_reads(monkeypatch):
-    def trap(what):
-        def _raise(*args, **kwargs):
-            raise AssertionError(f"step() synchronised with the host ({what}): it cannot be graph-captured")
-
-        return _raise
-
-    for name in ("numpy", "list", "__array__"):
-        monkeypatch.setattr(wp.array, name, trap(f"wp.array.{name}"))
-    for name in ("synchronize", "synchronize_device", "synchronize_stream"):
-        if hasattr(wp, name):
-            monkeypatch.setattr(wp, name, trap(f"wp.{name}"))
+from armillary.testing import forbid_host_sync
 
 
 def _run_then_trap(monkeypatch, model, solver, *, collide=True, dt=2e-3):
@@ -42,7 +29,7 @@ def _run_then_trap(monkeypatch, model, solver, *, collide=True, dt=2e-3):
     for _ in range(4):  # warm-up: kernels compiled, caches and recorded launches in place
         step()
     with monkeypatch.context() as m:
-        _trap_host_reads(m)
+        forbid_host_sync(m, "step()")
         for _ in range(4):
             step()
     q = s0.body_q.numpy()
