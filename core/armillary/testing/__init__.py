@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["SolverConformance", "Tolerances", "forbid_host_sync"]
-_MODULE_OF = {"SolverConformance": ".conformance", "Tolerances": ".conformance", "forbid_host_sync": ".host_sync"}
+__all__ = ["SolverConformance", "Tolerances", "check_step_host_sync", "forbid_host_sync"]
+_MODULE_OF = {"SolverConformance": ".conformance", "Tolerances": ".conformance", "forbid_host_sync": ".host_sync",
+              "check_step_host_sync": ".host_sync"}
 
 
 def __getattr__(name: str):

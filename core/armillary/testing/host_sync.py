@@ -7,7 +7,7 @@ never reads a device array back (``wp.array.numpy`` / ``list`` / ``__array__``) 
 
 from __future__ import annotations
 
-__all__ = ["forbid_host_sync"]
+__all__ = ["check_step_host_sync", "forbid_host_sync"]
 
 _ARRAY_READS = ("numpy", "list", "__array__")
 _SYNCS = ("synchronize", "synchronize_device", "synchronize_stream")
@@ -30,3 +30,35 @@ def forbid_host_sync(monkeypatch, what: str = "step()") -> None:
     for name in _SYNCS:
         if hasattr(wp, name):
             monkeypatch.setattr(wp, name, trap(f"wp.{name}"))
+
+
+def check_step_host_sync(monkeypatch, model, solver, *, collide: bool = True, dt: float = 2e-3,
+                         warmup: int = 4, steps: int = 4):  # fmt: skip
+    """Step ``solver`` on ``model`` (``CollisionPipeline.collide`` before each step when ``collide``)
+    ``warmup`` times, then ``steps`` more times under :func:`forbid_host_sync`; returns the final
+    ``body_q`` (B, 7) as a NumPy array, checked finite. ``dt`` [s]."""
+    import numpy as np
+
+    import armillary
+
+    pipeline = armillary.CollisionPipeline(model) if collide else None
+    contacts = pipeline.contacts() if collide else None
+    states = [model.state(), model.state()]
+    control = model.control()
+    armillary.eval_fk(model, model.joint_q, model.joint_qd, states[0])
+
+    def step():
+        if collide:
+            pipeline.collide(states[0], contacts)
+        solver.step(states[0], states[1], control, contacts, dt)
+        states.reverse()
+
+    for _ in range(warmup):  # kernels compiled, caches and recorded launches in place
+        step()
+    with monkeypatch.context() as m:
+        forbid_host_sync(m, f"{type(solver).__name__}.step()")
+        for _ in range(steps):
+            step()
+    q = states[0].body_q.numpy()
+    assert np.all(np.isfinite(q)), f"{type(solver).__name__}: non-finite body_q after the trapped steps"
+    return q

@@ -10,31 +10,7 @@ import pytest
 import warp as wp
 
 import armillary as newton
-from armillary.testing import forbid_host_sync
-
-
-def _run_then_trap(monkeypatch, model, solver, *, collide=True, dt=2e-3):
-    pipeline = newton.CollisionPipeline(model) if collide else None
-    contacts = pipeline.contacts() if collide else None
-    s0, s1, control = model.state(), model.state(), model.control()
-    newton.eval_fk(model, model.joint_q, model.joint_qd, s0)
-
-    def step():
-        nonlocal s0, s1
-        if collide:
-            pipeline.collide(s0, contacts)
-        solver.step(s0, s1, control, contacts, dt)
-        s0, s1 = s1, s0
-
-    for _ in range(4):  # warm-up: kernels compiled, caches and recorded launches in place
-        step()
-    with monkeypatch.context() as m:
-        forbid_host_sync(m, "step()")
-        for _ in range(4):
-            step()
-    q = s0.body_q.numpy()
-    assert np.all(np.isfinite(q))
-    return q
+from armillary.testing import check_step_host_sync
 
 
 def _boxes_on_ground(worlds=2):
@@ -58,7 +34,7 @@ def test_solver_coupled_step_does_not_synchronise(monkeypatch):
         SolverCoupled.Entry(name="rigid", solver=lambda v: newton.solvers.SolverFeatherstone(v), bodies=[0]),
         SolverCoupled.Entry(name="xpbd", solver=lambda v: newton.solvers.SolverXPBD(v), bodies=[1]),
     ])  # fmt: skip
-    _run_then_trap(monkeypatch, model, solver)
+    check_step_host_sync(monkeypatch, model, solver)
 
 
 @pytest.mark.parametrize("mode", ["lagged", "staggered"])
@@ -79,7 +55,7 @@ def test_solver_coupled_proxy_step_does_not_synchronise(monkeypatch, mode):
         E(name="rigid", solver=lambda v: newton.solvers.SolverFeatherstone(v), bodies=[0]),
         E(name="soft", solver=lambda v: newton.solvers.SolverXPBD(v, iterations=4), bodies=[1]),
     ], coupling=SolverCoupledProxy.Config(proxies=[P("rigid", "soft", bodies=[0], mode=mode)]))  # fmt: skip
-    _run_then_trap(monkeypatch, model, solver, dt=1e-2)
+    check_step_host_sync(monkeypatch, model, solver, dt=1e-2)
 
 
 def test_solver_coupled_admm_step_does_not_synchronise(monkeypatch):
@@ -92,4 +68,4 @@ def test_solver_coupled_admm_step_does_not_synchronise(monkeypatch):
         SolverCoupledADMM.Entry("rigid", lambda v: newton.solvers.SolverFeatherstone(v), bodies=[0]),
         SolverCoupledADMM.Entry("soft", lambda v: newton.solvers.SolverXPBD(v, iterations=4), bodies=[1]),
     ], SolverCoupledADMM.Config(iterations=4))  # fmt: skip
-    _run_then_trap(monkeypatch, model, solver, collide=False, dt=1.0 / 600.0)
+    check_step_host_sync(monkeypatch, model, solver, collide=False, dt=1.0 / 600.0)

@@ -5,36 +5,11 @@ synchronise: every ``wp.array`` host read and ``wp.synchronize*`` is trapped."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import warp as wp
 
 import armillary as newton
-from armillary.testing import forbid_host_sync
-
-
-def _run_then_trap(monkeypatch, model, solver, *, collide=True, dt=2e-3):
-    pipeline = newton.CollisionPipeline(model) if collide else None
-    contacts = pipeline.contacts() if collide else None
-    s0, s1, control = model.state(), model.state(), model.control()
-    newton.eval_fk(model, model.joint_q, model.joint_qd, s0)
-
-    def step():
-        nonlocal s0, s1
-        if collide:
-            pipeline.collide(s0, contacts)
-        solver.step(s0, s1, control, contacts, dt)
-        s0, s1 = s1, s0
-
-    for _ in range(4):  # warm-up: kernels compiled, caches and recorded launches in place
-        step()
-    with monkeypatch.context() as m:
-        forbid_host_sync(m, "step()")
-        for _ in range(4):
-            step()
-    q = s0.body_q.numpy()
-    assert np.all(np.isfinite(q))
-    return q
+from armillary.testing import check_step_host_sync
 
 
 def _boxes_on_ground(worlds=2):
@@ -55,4 +30,4 @@ def test_mujoco_warp_backend_step_does_not_synchronise(monkeypatch, use_mujoco_c
     pytest.importorskip("mujoco_warp")
     model = _boxes_on_ground()
     solver = newton.solvers.SolverMuJoCo(model, use_mujoco_cpu=False, use_mujoco_contacts=use_mujoco_contacts)
-    _run_then_trap(monkeypatch, model, solver, collide=not use_mujoco_contacts)
+    check_step_host_sync(monkeypatch, model, solver, collide=not use_mujoco_contacts)
