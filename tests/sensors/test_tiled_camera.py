@@ -521,3 +521,229 @@ def test_rgba_helpers():
     assert len({tuple(s[w, H // 2, W // 2]) for w in range(3)}) == 3  # one hash colour per shape id
     assert cam.utils.flatten_depth_image_to_rgba(outs["depth"]).numpy().shape == (2 * H, 2 * W, 4)
     assert cam.utils.flatten_normal_image_to_rgba(outs["normal"]).numpy().shape == (2 * H, 2 * W, 4)
+
+
+# ---------------------------------------------------------------- speed paths and options
+
+
+def _pile_model(worlds=3):
+    """A few boxes and a sphere per world over one ground plane per world, plus a global sphere."""
+    rng = np.random.default_rng(1)
+    w = armillary.ModelBuilder()
+    for k in range(6):
+        body = w.add_body(xform=wp.transform(wp.vec3(*rng.uniform(-0.6, 0.6, 2), 0.15 + 0.25 * k),
+                                             wp.quat_from_axis_angle(wp.vec3(0, 0, 1), float(rng.uniform(0, 3)))))  # fmt: skip
+        w.add_shape_box(body, hx=0.15, hy=0.1, hz=0.12)
+    w.add_shape_sphere(-1, xform=wp.transform(wp.vec3(0.8, 0.8, 0.3), wp.quat_identity()), radius=0.3)
+    w.add_ground_plane()
+    b = armillary.ModelBuilder()
+    b.replicate(w, worlds)
+    b.add_shape_sphere(-1, xform=wp.transform(wp.vec3(-1.5, 1.0, 0.5), wp.quat_identity()), radius=0.4)
+    return b.finalize(device=DEV)
+
+
+def _render_all(cam, model, X, rays, Wd, H, **kw):
+    names = ("color", "depth", "shape_index", "normal", "albedo", "hdr_color", "forward_depth")
+    outs = {k: getattr(cam.utils, f"create_{k}_image_output")(Wd, H) for k in names}
+    cam.update(model.state(), X, rays, **{f"{k}_image": v for k, v in outs.items()}, **kw)
+    return {k: v.numpy() for k, v in outs.items()}
+
+
+def test_row_per_thread_cpu_mapping_equals_pixel_per_thread():
+    """The CPU renders one image row per thread, CUDA one pixel per thread: identical images."""
+    model = _pile_model()
+    cam = SensorTiledCamera(model)
+    cam.utils.create_default_light(enable_shadows=True)
+    Wd, H = 40, 30
+    rays = cam.utils.compute_camera_rays_pinhole(Wd, H, camera_fovs=math.radians(55.0))
+    X = tf_array([[look_at((2.5, -2.0, 1.8), (0.0, 0.0, 0.4))[0]] * model.world_count])
+    rows = _render_all(cam, model, X, rays, Wd, H)
+    for span in (1, 7):
+        cam._span = span
+        other = _render_all(cam, model, X, rays, Wd, H)
+        for k in rows:
+            np.testing.assert_array_equal(rows[k], other[k], err_msg=f"{k} (span {span})")
+    assert len(np.unique(rows["shape_index"])) > 5  # boxes, spheres, ground and sky all seen
+
+
+def test_group_box_culling_keeps_every_hit():
+    """Rays skip a world's BVH when they miss its bounding box; depth and ids still match a brute
+    force over every shape of the world (per-ray analytic box / sphere / plane tests)."""
+    model = _pile_model(worlds=2)
+    cam = SensorTiledCamera(model)
+    Wd, H = 48, 36
+    rays = cam.utils.compute_camera_rays_pinhole(Wd, H, camera_fovs=math.radians(70.0))
+    eye = np.array([2.2, -2.4, 1.4])
+    Xt, R = look_at(eye, (0.0, 0.0, 0.5))
+    out = _render_all(cam, model, tf_array([[Xt] * 2]), rays, Wd, H)
+    d = rays.numpy()[0, :, :, 1].reshape(-1, 3).astype(np.float64) @ R.T
+    st = model.state()
+    types = model.shape_type.numpy()
+    scale = model.shape_scale.numpy()
+    world = model.shape_world.numpy()
+    body = model.shape_body.numpy()
+    xf = model.shape_transform.numpy()
+    bq = st.body_q.numpy()
+    for w in range(2):
+        best = np.full(len(d), np.inf)
+        sid = np.full(len(d), -1)
+        for s in np.nonzero((world == w) | (world == -1))[0]:
+            p, q = xf[s, :3].astype(np.float64), xf[s, 3:].astype(np.float64)
+            if body[s] >= 0:
+                bp, bqq = bq[body[s], :3], bq[body[s], 3:]
+                Rb = np.array(wp.quat_to_matrix(wp.quat(*bqq))).reshape(3, 3)
+                p, q = bp + Rb @ p, np.asarray(wp.mul(wp.quat(*bqq), wp.quat(*q)))
+            Rs = np.array(wp.quat_to_matrix(wp.quat(*q))).reshape(3, 3)
+            lo, ld = (eye - p) @ Rs, d @ Rs
+            if types[s] == int(armillary.GeoType.PLANE):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    t = -lo[2] / ld[:, 2]
+                t[~(t > 0)] = np.inf
+            elif types[s] == int(armillary.GeoType.SPHERE):
+                b_ = ld @ lo
+                disc = b_ * b_ - (lo @ lo - scale[s, 0] ** 2)
+                t = np.where(disc >= 0, -b_ - np.sqrt(np.maximum(disc, 0)), np.inf)
+                t[t <= 0] = np.inf
+            else:
+                h = scale[s]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    t1, t2 = (-h - lo) / ld, (h - lo) / ld
+                tn, tf_ = np.nanmax(np.minimum(t1, t2), 1), np.nanmin(np.maximum(t1, t2), 1)
+                t = np.where((tn <= tf_) & (tn > 0), tn, np.inf)
+            closer = t < best
+            best[closer], sid[closer] = t[closer], s
+        got = out["shape_index"][w, 0].reshape(-1).astype(np.int64)
+        got[got == 0xFFFFFFFF] = -1
+        agree = got == sid
+        assert agree.mean() > 0.99, f"world {w}: {agree.mean()}"  # silhouette pixels may differ
+        both = agree & (sid >= 0)
+        np.testing.assert_allclose(out["depth"][w, 0].reshape(-1)[both], best[both], rtol=1e-4)
+
+
+def test_shadow_rays_darken_occluded_ground():
+    b = armillary.ModelBuilder()
+    b.add_shape_sphere(-1, xform=wp.transform(wp.vec3(0.0, 0.0, 1.0), wp.quat_identity()), radius=0.5)
+    b.add_ground_plane()
+    model = b.finalize(device=DEV)
+    cam = SensorTiledCamera(model)
+    cam.set_lights([(1.0, 0.0, -1.0)], cast_shadows=[True])  # the sphere's shadow falls around (1, 0, 0)
+    Wd = H = 33
+    rays = cam.utils.compute_camera_rays_pinhole(Wd, H, camera_fovs=math.radians(60.0))
+    X = tf_array([[look_at((0.0, -0.01, 6.0), (0.0, 0.0, 0.0))[0]]])
+    hdr = cam.utils.create_hdr_color_image_output(Wd, H)
+    depth = cam.utils.create_depth_image_output(Wd, H)
+    index = cam.utils.create_shape_index_image_output(Wd, H)
+    lit = {}
+    for shadows in (False, True):
+        cam.update(model.state(), X, rays, hdr_color_image=hdr, shape_index_image=index, depth_image=depth,
+                   render_config=SensorTiledCamera.RenderConfig(enable_shadows=shadows))  # fmt: skip
+        lit[shadows] = hdr.numpy()[0, 0].sum(-1)
+    ground = index.numpy()[0, 0] == 1
+    d = rays.numpy()[0, :, :, 1] @ look_at((0.0, -0.01, 6.0), (0.0, 0.0, 0.0))[1].T
+    p = np.array([0.0, -0.01, 6.0]) + depth.numpy()[0, 0][..., None] * d  # ground hit points
+    # a ground point is in shadow when the ray toward the light source (-light direction) meets the sphere
+    to_light = np.array([-1.0, 0.0, 1.0]) / math.sqrt(2.0)
+    oc = p - np.array([0.0, 0.0, 1.0])
+    b_ = oc @ to_light
+    shadowed = ground & (b_ * b_ - (np.einsum("ijk,ijk->ij", oc, oc) - 0.25) > 1e-3) & (b_ < 0)
+    clear = ground & (b_ * b_ - (np.einsum("ijk,ijk->ij", oc, oc) - 0.25) < -1e-3)
+    assert shadowed.sum() > 10 and clear.sum() > 100
+    assert np.all(lit[True][shadowed] < 0.5 * lit[False][shadowed])  # only the ambient term is left
+    np.testing.assert_array_equal(lit[True][clear], lit[False][clear])
+    np.testing.assert_array_equal(lit[True][~ground], lit[False][~ground])  # the sphere is lit from above
+
+
+def test_srgb_byte_table_matches_the_curve():
+    """Colour bytes come from a bucket table built with the device's own sRGB curve: the same byte
+    as round(clamp(srgb(c)) * 255) at random values and around every byte threshold."""
+    from armillary.sensors import raycast_kernels as K
+
+    @wp.kernel
+    def both(c: wp.array(dtype=float), base: wp.array(dtype=wp.uint32), thr: wp.array(dtype=float),
+             out: wp.array2d(dtype=wp.uint32)):  # fmt: skip
+        i = wp.tid()
+        out[i, 0] = K.srgb_byte(c[i], base, thr)
+        out[i, 1] = K.srgb_byte_exact(c[i])
+
+    cam = SensorTiledCamera(_scene_model())
+    sc = cam._scene
+    thresholds = []
+    for b in range(1, 256):  # analytic byte thresholds in linear light, and their float neighbours
+        x = color_srgb_to_linear(((b - 0.5) / 255.0,) * 3)[0]
+        f = np.float32(x)
+        thresholds += [np.nextafter(f, np.float32(-1)), f, np.nextafter(f, np.float32(2))]
+    rng = np.random.default_rng(0)
+    vals = np.concatenate([rng.uniform(-0.1, 1.1, 20000), rng.uniform(0, 0.01, 5000), thresholds,
+                           [0.0, 1.0, -0.0, 2.0, np.float32(0.0031308)]]).astype(np.float32)  # fmt: skip
+    c = wp.array(vals, dtype=float, device=DEV)
+    out = wp.zeros((len(vals), 2), dtype=wp.uint32, device=DEV)
+    wp.launch(both, dim=len(vals), inputs=[c, sc.srgb_lut_base, sc.srgb_lut_thr, out], device=DEV)
+    o = out.numpy()
+    np.testing.assert_array_equal(o[:, 0], o[:, 1])
+    assert o[:, 1].min() == 0 and o[:, 1].max() == 255
+
+
+def test_performance_hints_do_not_change_the_images():
+    model = _pile_model(worlds=2)
+    cam = SensorTiledCamera(model)
+    cam.utils.create_default_light(enable_shadows=False)
+    Wd, H = 24, 20
+    rays = cam.utils.compute_camera_rays_pinhole(Wd, H, camera_fovs=math.radians(60.0))
+    X = tf_array([[look_at((2.5, -2.0, 1.8), (0.0, 0.0, 0.4))[0]] * 2])
+    ref = _render_all(cam, model, X, rays, Wd, H)
+    RC = SensorTiledCamera.RenderConfig
+    for rc in (RC(render_order=SensorTiledCamera.RenderOrder.TILED), RC(tile_width=4, tile_height=32),
+               RC(enable_fast_math=False)):  # fmt: skip
+        got = _render_all(cam, model, X, rays, Wd, H, render_config=rc, kernel_block_dim=32)
+        for k in ref:
+            np.testing.assert_array_equal(ref[k], got[k], err_msg=k)
+
+
+def test_unimplemented_options_raise_naming_the_option():
+    model = _scene_model()
+    RC = SensorTiledCamera.RenderConfig
+    cam = SensorTiledCamera(model)
+    rays = cam.utils.compute_camera_rays_pinhole(8, 8, camera_fovs=1.0)
+    X = tf_array([[look_at((0.0, -3.0, 0.5), (0.0, 0.0, 0.5))[0]]])
+    depth = cam.utils.create_depth_image_output(8, 8)
+    bad = [("texture_projection_mode", RC(texture_projection_mode=SensorTiledCamera.TextureProjectionMode.TRIPLANAR)),
+           ("gaussians_mode", RC(gaussians_mode=SensorTiledCamera.GaussianRenderMode.QUALITY)),
+           ("gaussians_min_transmittance", RC(gaussians_min_transmittance=0.2)),
+           ("gaussians_max_num_hits", RC(gaussians_max_num_hits=5))]  # fmt: skip
+    for name, rc in bad:
+        with pytest.raises(NotImplementedError, match=name):
+            cam.update(model.state(), X, rays, depth_image=depth, render_config=rc)
+        with pytest.raises(NotImplementedError, match=name):
+            SensorTiledCamera(model, default_render_config=rc)
+    # the defaults render
+    cam.update(model.state(), X, rays, depth_image=depth, render_config=RC())
+    assert (depth.numpy() > 0).any()
+
+
+def test_gaussian_shapes_raise_at_construction():
+    model = _scene_model()
+    types = model.shape_type.numpy()
+    types[1] = int(armillary.GeoType.GAUSSIAN)
+    model.shape_type.assign(types)
+    with pytest.raises(ValueError, match=r"shape 1 \(GAUSSIAN\).*Gaussian splats are not implemented.*VISIBLE"):
+        SensorTiledCamera(model)
+    flags = model.shape_flags.numpy()
+    flags[1] &= ~int(armillary.ShapeFlags.VISIBLE)
+    model.shape_flags.assign(flags)
+    SensorTiledCamera(model)  # hidden: fine
+
+
+def test_textured_mesh_without_uvs_raises_when_textures_are_enabled():
+    verts = np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], np.float32)
+    mesh = armillary.Mesh(verts, [0, 1, 2, 0, 2, 3], texture=np.full((2, 2, 3), 200, np.uint8), compute_inertia=False)
+    b = armillary.ModelBuilder()
+    b.add_shape_mesh(-1, mesh=mesh)
+    model = b.finalize(device=DEV)
+    cam = SensorTiledCamera(model)
+    rays = cam.utils.compute_camera_rays_pinhole(8, 8, camera_fovs=1.0)
+    X = tf_array([[look_at((0.0, -0.01, 3.0), (0.0, 0.0, 0.0))[0]]])
+    color = cam.utils.create_color_image_output(8, 8)
+    cam.update(model.state(), X, rays, color_image=color)  # textures off (the default): plain colour
+    with pytest.raises(NotImplementedError, match="texture_projection_mode.*uvs"):
+        cam.update(model.state(), X, rays, color_image=color,
+                   render_config=SensorTiledCamera.RenderConfig(enable_textures=True))  # fmt: skip

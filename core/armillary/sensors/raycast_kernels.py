@@ -5,9 +5,15 @@ Conventions: every intersection routine works in the shape's local frame with a 
 direction, so the returned parameter ``t`` is the distance along the world ray [m]. Triangle
 meshes and heightfields are queried through :class:`warp.Mesh` BVHs in unscaled local
 coordinates (the scale divides the local ray; ``t`` stays the world distance). Bounded shapes of
-every world sit in one grouped :class:`warp.Bvh` over bounding-sphere boxes (group = world,
-global shapes in group ``world_count``); infinite planes are looped over per group. Particles are
-spheres in a grouped BVH, cloth triangles a grouped :class:`warp.Mesh` over ``particle_q``.
+every world sit in one grouped :class:`warp.Bvh` over their rotated local boxes (group = world,
+global shapes in group ``world_count``); a ray tests its group's union box before walking the
+group's BVH from its precomputed root; infinite planes are looped over per group as world plane
+equations. Particles are spheres in a grouped BVH, cloth triangles a grouped :class:`warp.Mesh`
+over ``particle_q``.
+
+Speed notes (CPU): Warp passes structs by value, so only force-inlined functions take the scene
+struct; intersection routines take the shape's data as values. The render kernel is large, so on
+the CPU one thread renders a whole image row (see ``RenderParams.span``).
 
 A surface hit is "front" when the ray meets its outward normal (``dot(n, d) < 0``); with back-face
 culling only front hits count (a camera inside a solid sees through it), without it the back
@@ -16,12 +22,18 @@ hit is returned with its normal flipped toward the camera. Cloth is always two-s
 
 from __future__ import annotations
 
+import inspect
+
 import warp as wp
 
 from ..sim.enums import GeoType
 from ..utils.color import linear_to_srgb_wp, srgb_to_linear_vec3_wp
 
 wp.set_module_options({"enable_backward": False})
+
+#: ``@wp.func`` forced inline where this Warp supports the hint (1.19+): the per-ray traversal
+#: functions take the scene struct by value, which an out-of-line call copies (kilobytes) per ray.
+func_inline = wp.func(inline=True) if "inline" in inspect.signature(wp.func).parameters else wp.func
 
 PLANE = wp.constant(int(GeoType.PLANE))
 HFIELD = wp.constant(int(GeoType.HFIELD))
@@ -66,11 +78,15 @@ class SceneData:
     shape_tex: wp.array(dtype=int)  # texture index or -1
     shape_uv_start: wp.array(dtype=int)  # first uv of the source mesh or -1
     shape_tex_xform: wp.array(dtype=wp.vec3, ndim=2)  # (n, 2): u' = r0 . (u, v, 1), v' = r1 . (u, v, 1)
+    shape_albedo: wp.array(dtype=wp.vec3)  # linear base colour, refreshed each render
+    shape_plane: wp.array(dtype=wp.vec4)  # world plane (unit +z axis, offset) of each shape, refreshed each render
     # bounded shapes: grouped BVH over bounding boxes
     shape_bvh: wp.uint64
     bounded_shape: wp.array(dtype=int)  # BVH item -> shape id
-    group_has_bounded: wp.array(dtype=int)  # (world_count + 1,)
-    # unbounded (infinite planes) per group, CSR
+    group_root: wp.array(dtype=int)  # (world_count + 1,) BVH root node of each group, -1 if empty
+    group_lower: wp.array(dtype=wp.vec3)  # (world_count + 1,) world box of each group's bounded shapes
+    group_upper: wp.array(dtype=wp.vec3)
+    # unbounded shapes (infinite planes only) per group, CSR
     unbounded_start: wp.array(dtype=int)  # (world_count + 2,)
     unbounded_shape: wp.array(dtype=int)
     # textures (linear RGB texels, concatenated)
@@ -89,6 +105,9 @@ class SceneData:
     cloth_mesh: wp.uint64
     group_has_cloth: wp.array(dtype=int)
     tri_color: wp.array(dtype=wp.vec3)  # display sRGB, per triangle
+    # linear -> display sRGB byte table (:func:`srgb_byte`)
+    srgb_lut_base: wp.array(dtype=wp.uint32)
+    srgb_lut_thr: wp.array(dtype=float)
 
 
 @wp.struct
@@ -379,37 +398,38 @@ def isect_plane(o: wp.vec3, d: wp.vec3, s: wp.vec3, cull: int, best_t: float):
 
 
 @wp.func
-def intersect_shape(scene: SceneData, s: int, o: wp.vec3, d: wp.vec3, cull: int, best: Hit):
-    """Closest hit of world ray (o, d) with shape s if closer than best.t; returns the updated best."""
-    X = scene.shape_xform[s]
+def intersect_shape(typ: int, X: wp.transform, sc: wp.vec3, mesh: wp.uint64, o: wp.vec3, d: wp.vec3, cull: int,
+                    best_t: float):  # fmt: skip
+    """Closest hit of the world ray (o, d) with one shape (type, world pose X, scale, mesh id) if
+    closer than best_t: returns (t, world normal, mesh face, barycentric u, v); t == best_t (and
+    face -1) when there is none. Takes the shape's data as values, never the scene struct, so a
+    call copies a few words (Warp passes structs by value)."""
     q = wp.transform_get_rotation(X)
     lo = wp.quat_rotate_inv(q, o - wp.transform_get_translation(X))
     ld = wp.quat_rotate_inv(q, d)
-    sc = scene.shape_scale[s]
-    t = best.t
+    t = best_t
     n = wp.vec3(0.0)
     face = int(-1)
     u = float(0.0)
     v = float(0.0)
-    typ = scene.shape_type[s]
-    if typ == SPHERE:
-        t, n = isect_sphere(lo, ld, sc[0], cull, best.t)
-    elif typ == BOX:
-        t, n = isect_box(lo, ld, sc, cull, best.t)
+    if typ == BOX:
+        t, n = isect_box(lo, ld, sc, cull, best_t)
+    elif typ == SPHERE:
+        t, n = isect_sphere(lo, ld, sc[0], cull, best_t)
     elif typ == CAPSULE:
-        t, n = isect_capsule(lo, ld, sc[0], sc[1], cull, best.t)
+        t, n = isect_capsule(lo, ld, sc[0], sc[1], cull, best_t)
     elif typ == CYLINDER:
-        t, n = isect_cylinder(lo, ld, sc, cull, best.t)
+        t, n = isect_cylinder(lo, ld, sc, cull, best_t)
     elif typ == CONE:
-        t, n = isect_cone(lo, ld, sc[0], sc[1], cull, best.t)
+        t, n = isect_cone(lo, ld, sc[0], sc[1], cull, best_t)
     elif typ == ELLIPSOID:
-        t, n = isect_ellipsoid(lo, ld, sc, cull, best.t)
+        t, n = isect_ellipsoid(lo, ld, sc, cull, best_t)
     elif typ == PLANE:
-        t, n = isect_plane(lo, ld, sc, cull, best.t)
+        t, n = isect_plane(lo, ld, sc, cull, best_t)
     elif typ == MESH or typ == CONVEX_MESH or typ == HFIELD:
         mo = wp.cw_div(lo, sc)
         md = wp.cw_div(ld, sc)
-        mq = wp.mesh_query_ray(scene.shape_mesh[s], mo, md, best.t)
+        mq = wp.mesh_query_ray(mesh, mo, md, best_t)
         if mq.result:
             # face normal in the scaled frame: inverse-transpose of the scale
             nl = wp.normalize(wp.cw_div(mq.normal, sc))
@@ -423,63 +443,152 @@ def intersect_shape(scene: SceneData, s: int, o: wp.vec3, d: wp.vec3, cull: int,
                 face = mq.face
                 u = mq.u
                 v = mq.v
-    if t < best.t:
-        h = Hit()
-        h.kind = HIT_SHAPE
-        h.index = s
-        h.t = t
-        h.n = wp.quat_rotate(q, n)
-        h.face = face
-        h.u = u
-        h.v = v
-        return h
-    return best
+    return t, wp.quat_rotate(q, n), face, u, v
 
 
 @wp.func
-def trace_group(scene: SceneData, g: int, o: wp.vec3, d: wp.vec3, cull: int, particles: int, best: Hit):
-    """Closest hit among the shapes, particles and cloth of group g (a world or the global group)."""
-    h = best
-    if scene.group_has_bounded[g] != 0:
-        root = wp.bvh_get_group_root(scene.shape_bvh, g)
-        query = wp.bvh_query_ray(scene.shape_bvh, o, d, root)
-        item = int(0)
-        while wp.bvh_query_next(query, item, h.t):
-            h = intersect_shape(scene, scene.bounded_shape[item], o, d, cull, h)
-    for k in range(scene.unbounded_start[g], scene.unbounded_start[g + 1]):
-        h = intersect_shape(scene, scene.unbounded_shape[k], o, d, cull, h)
-    if particles != 0 and scene.group_has_particles[g] != 0:
-        root = wp.bvh_get_group_root(scene.particle_bvh, g)
-        query = wp.bvh_query_ray(scene.particle_bvh, o, d, root)
-        item = int(0)
-        while wp.bvh_query_next(query, item, h.t):
-            pid = scene.particle_item[item]
-            t, n = isect_sphere(o - scene.particle_q[pid], d, scene.particle_radius[pid], cull, h.t)
+def intersect_infinite_plane(plane: wp.vec4, o: wp.vec3, d: wp.vec3, cull: int, best_t: float):
+    """Infinite plane ``dot(n, x) = w`` (world unit normal n = plane.xyz, its +z axis; offset w):
+    (t, normal facing the ray side per :func:`accept`); t == best_t when there is no closer hit."""
+    n = wp.vec3(plane[0], plane[1], plane[2])
+    dn = wp.dot(n, d)
+    bt = best_t
+    bn = wp.vec3(0.0)
+    if wp.abs(dn) > 1.0e-12:
+        bt, bn = accept((plane[3] - wp.dot(n, o)) / dn, n, d, cull, bt, bn)
+    return bt, bn
+
+
+@wp.func
+def ray_hits_box(o: wp.vec3, inv_d: wp.vec3, lower: wp.vec3, upper: wp.vec3, max_t: float):
+    """Slab test: does the ray o + t d (inv_d = 1 / d per axis, +-inf allowed) meet the box for
+    some t in [0, max_t]? Conservative (used only to skip work)."""
+    t0 = float(0.0)
+    t1 = max_t
+    for k in range(3):
+        ta = (lower[k] - o[k]) * inv_d[k]
+        tb = (upper[k] - o[k]) * inv_d[k]
+        t0 = wp.max(t0, wp.min(ta, tb))
+        t1 = wp.min(t1, wp.max(ta, tb))
+    return t0 <= t1 * 1.00001 + 1.0e-6
+
+
+@wp.func
+def safe_inv(d: wp.vec3):
+    """Per-axis 1 / d with +-BIG for (near) zero components."""
+    r = wp.vec3(0.0)
+    for k in range(3):
+        if wp.abs(d[k]) > 1.0e-20:
+            r[k] = 1.0 / d[k]
+        else:
+            r[k] = wp.where(d[k] >= 0.0, BIG, -BIG)
+    return r
+
+
+@func_inline
+def trace(scene: SceneData, world: int, o: wp.vec3, d: wp.vec3, max_t: float, cull: int, particles: int, use_global: int):
+    """Closest hit of the world ray (o, d) (unit d) among the shapes, particles and cloth of
+    ``world`` and, when use_global != 0, of the global group. Per group: the group's bounding
+    box is tested first (most rays of a camera miss most of a world), then its BVH is walked with
+    the query distance shrinking to the closest hit so far, then its infinite planes, particles
+    and cloth. Call it from one place per kernel (it takes the scene struct by value)."""
+    h = no_hit(max_t)
+    inv_d = safe_inv(d)
+    ng = wp.where(use_global != 0, 2, 1)
+    for gi in range(ng):
+        g = wp.where(gi == 0, world, scene.world_count)
+        root = scene.group_root[g]
+        if root >= 0:
+            if ray_hits_box(o, inv_d, scene.group_lower[g], scene.group_upper[g], h.t):
+                query = wp.bvh_query_ray(scene.shape_bvh, o, d, root)
+                item = int(0)
+                while wp.bvh_query_next(query, item, h.t):
+                    s = scene.bounded_shape[item]
+                    t, n, face, u, v = intersect_shape(scene.shape_type[s], scene.shape_xform[s], scene.shape_scale[s],
+                                                       scene.shape_mesh[s], o, d, cull, h.t)  # fmt: skip
+                    if t < h.t:
+                        h.kind = HIT_SHAPE
+                        h.index = s
+                        h.t = t
+                        h.n = n
+                        h.face = face
+                        h.u = u
+                        h.v = v
+        for k in range(scene.unbounded_start[g], scene.unbounded_start[g + 1]):
+            s = scene.unbounded_shape[k]
+            t, n = intersect_infinite_plane(scene.shape_plane[s], o, d, cull, h.t)
             if t < h.t:
-                h.kind = HIT_PARTICLE
-                h.index = pid
+                h.kind = HIT_SHAPE
+                h.index = s
                 h.t = t
                 h.n = n
                 h.face = -1
-    if scene.group_has_cloth[g] != 0:
-        root = wp.mesh_get_group_root(scene.cloth_mesh, g)
-        mq = wp.mesh_query_ray(scene.cloth_mesh, o, d, h.t, root)
-        if mq.result and mq.t > T_EPS and mq.t < h.t:
-            h.kind = HIT_CLOTH
-            h.index = mq.face
-            h.t = mq.t
-            h.n = wp.where(wp.dot(mq.normal, d) < 0.0, mq.normal, -mq.normal)  # two-sided
-            h.face = mq.face
+                h.u = 0.0
+                h.v = 0.0
+        if particles != 0 and scene.group_has_particles[g] != 0:
+            proot = wp.bvh_get_group_root(scene.particle_bvh, g)
+            pquery = wp.bvh_query_ray(scene.particle_bvh, o, d, proot)
+            pitem = int(0)
+            while wp.bvh_query_next(pquery, pitem, h.t):
+                pid = scene.particle_item[pitem]
+                pt, pn = isect_sphere(o - scene.particle_q[pid], d, scene.particle_radius[pid], cull, h.t)
+                if pt < h.t:
+                    h.kind = HIT_PARTICLE
+                    h.index = pid
+                    h.t = pt
+                    h.n = pn
+                    h.face = -1
+        if scene.group_has_cloth[g] != 0:
+            croot = wp.mesh_get_group_root(scene.cloth_mesh, g)
+            mq = wp.mesh_query_ray(scene.cloth_mesh, o, d, h.t, croot)
+            if mq.result and mq.t > T_EPS and mq.t < h.t:
+                h.kind = HIT_CLOTH
+                h.index = mq.face
+                h.t = mq.t
+                h.n = wp.where(wp.dot(mq.normal, d) < 0.0, mq.normal, -mq.normal)  # two-sided
+                h.face = mq.face
     return h
 
 
 @wp.func
-def trace(scene: SceneData, world: int, o: wp.vec3, d: wp.vec3, max_t: float, cull: int, particles: int, use_global: int):
-    h = no_hit(max_t)
-    h = trace_group(scene, world, o, d, cull, particles, h)
-    if use_global != 0:
-        h = trace_group(scene, scene.world_count, o, d, cull, particles, h)
-    return h
+def occluded(scene: SceneData, world: int, o: wp.vec3, d: wp.vec3, max_t: float, particles: int, use_global: int):
+    """Whether anything (both faces count) lies on the ray (o, d) within (T_EPS, max_t): the shadow
+    test, stopping at the first hit."""
+    inv_d = safe_inv(d)
+    ng = wp.where(use_global != 0, 2, 1)
+    for gi in range(ng):
+        g = wp.where(gi == 0, world, scene.world_count)
+        root = scene.group_root[g]
+        if root >= 0:
+            if ray_hits_box(o, inv_d, scene.group_lower[g], scene.group_upper[g], max_t):
+                query = wp.bvh_query_ray(scene.shape_bvh, o, d, root)
+                item = int(0)
+                while wp.bvh_query_next(query, item, max_t):
+                    s = scene.bounded_shape[item]
+                    t, n, face, u, v = intersect_shape(scene.shape_type[s], scene.shape_xform[s], scene.shape_scale[s],
+                                                       scene.shape_mesh[s], o, d, 0, max_t)  # fmt: skip
+                    if t < max_t:
+                        return True
+        for k in range(scene.unbounded_start[g], scene.unbounded_start[g + 1]):
+            s = scene.unbounded_shape[k]
+            t, n = intersect_infinite_plane(scene.shape_plane[s], o, d, 0, max_t)
+            if t < max_t:
+                return True
+        if particles != 0 and scene.group_has_particles[g] != 0:
+            proot = wp.bvh_get_group_root(scene.particle_bvh, g)
+            pquery = wp.bvh_query_ray(scene.particle_bvh, o, d, proot)
+            pitem = int(0)
+            while wp.bvh_query_next(pquery, pitem, max_t):
+                pid = scene.particle_item[pitem]
+                pt, pn = isect_sphere(o - scene.particle_q[pid], d, scene.particle_radius[pid], 0, max_t)
+                if pt < max_t:
+                    return True
+        if scene.group_has_cloth[g] != 0:
+            croot = wp.mesh_get_group_root(scene.cloth_mesh, g)
+            mq = wp.mesh_query_ray(scene.cloth_mesh, o, d, max_t, croot)
+            if mq.result and mq.t > T_EPS and mq.t < max_t:
+                return True
+    return False
 
 
 @wp.func
@@ -506,16 +615,12 @@ def sample_texture(scene: SceneData, tex: int, uv: wp.vec2):
     return c
 
 
-@wp.func
+@func_inline
 def hit_albedo(scene: SceneData, h: Hit, textures: int):
-    """Linear base colour at the hit."""
+    """Linear base colour at the hit (shape colours are converted once per render)."""
     if h.kind == HIT_SHAPE:
         s = h.index
-        ov = scene.shape_color_override[s]
-        srgb = scene.shape_color[s]
-        if ov[3] > 0.0:
-            srgb = wp.vec3(ov[0], ov[1], ov[2])
-        c = srgb_to_linear_vec3_wp(srgb)
+        c = scene.shape_albedo[s]
         if textures != 0 and h.face >= 0:
             tex = scene.shape_tex[s]
             us = scene.shape_uv_start[s]
@@ -542,17 +647,80 @@ def to_byte(c: float):
     return wp.uint32(int(wp.clamp(c, 0.0, 1.0) * 255.0 + 0.5))
 
 
+#: buckets of the linear -> sRGB byte table: bucket i holds linear values in [i, i + 1) / SRGB_LUT_N
+#: (c * SRGB_LUT_N is exact, a power of two); the steepest slope of the sRGB curve (12.92) puts at
+#: most 12.92 * 255 / 4096 = 0.8 byte steps in a bucket, so one threshold per bucket decides its byte
+SRGB_LUT_N = wp.constant(4096)
+
+
 @wp.func
-def pack_rgba(c: wp.vec3, srgb: int):
+def srgb_byte_exact(c: float):
+    """Display sRGB byte of one linear component: ``round(clamp(srgb(c), 0, 1) * 255)``."""
+    return to_byte(linear_to_srgb_wp(c))
+
+
+@wp.kernel
+def srgb_threshold_kernel(thr: wp.array(dtype=float)):
+    """thr[b]: the smallest float c with srgb_byte_exact(c) >= b (b = 1..255), by bisection on the
+    device's own arithmetic (so the table reproduces it exactly); thr[0] = -BIG, thr[256] = BIG."""
+    b = wp.tid()
+    if b == 0:
+        thr[b] = -BIG
+    elif b == 256:
+        thr[b] = BIG
+    else:
+        lo = float(0.0)  # byte(lo) < b
+        hi = float(1.0)  # byte(hi) >= b
+        for _it in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if srgb_byte_exact(mid) >= wp.uint32(b):
+                hi = mid
+            else:
+                lo = mid
+        thr[b] = hi
+
+
+@wp.kernel
+def srgb_lut_kernel(thr: wp.array(dtype=float), base: wp.array(dtype=wp.uint32), next_thr: wp.array(dtype=float)):
+    """Bucket i (dim SRGB_LUT_N + 1): the byte at its lower edge and the threshold of the next byte."""
+    i = wp.tid()
+    b = srgb_byte_exact(float(i) / float(SRGB_LUT_N))
+    base[i] = b
+    next_thr[i] = thr[int(b) + 1]
+
+
+@wp.func
+def srgb_byte(c: float, lut_base: wp.array(dtype=wp.uint32), lut_thr: wp.array(dtype=float)):
+    """:func:`srgb_byte_exact` through the bucket table (no ``pow``; the same byte wherever the
+    device's sRGB curve is monotonic)."""
+    if not (c > 0.0):
+        return wp.uint32(0)
+    if c >= 1.0:
+        return wp.uint32(255)
+    i = int(c * float(SRGB_LUT_N))
+    b = lut_base[i]
+    if c >= lut_thr[i]:
+        b = b + wp.uint32(1)
+    return b
+
+
+@wp.func
+def pack_rgba(c: wp.vec3, srgb: int, lut_base: wp.array(dtype=wp.uint32), lut_thr: wp.array(dtype=float)):
     """Linear RGB -> packed R | G << 8 | B << 16 | 255 << 24, sRGB-encoded when srgb != 0."""
-    r = c[0]
-    g = c[1]
-    b = c[2]
+    r = wp.uint32(0)
+    g = wp.uint32(0)
+    b = wp.uint32(0)
     if srgb != 0:
-        r = linear_to_srgb_wp(r)
-        g = linear_to_srgb_wp(g)
-        b = linear_to_srgb_wp(b)
-    return to_byte(r) | (to_byte(g) << wp.uint32(8)) | (to_byte(b) << wp.uint32(16)) | (wp.uint32(255) << wp.uint32(24))
+        r = srgb_byte(c[0], lut_base, lut_thr)
+        g = srgb_byte(c[1], lut_base, lut_thr)
+        b = srgb_byte(c[2], lut_base, lut_thr)
+    else:
+        r = to_byte(c[0])
+        g = to_byte(c[1])
+        b = to_byte(c[2])
+    return r | (g << wp.uint32(8)) | (b << wp.uint32(16)) | (wp.uint32(255) << wp.uint32(24))
 
 
 @wp.struct
@@ -567,6 +735,7 @@ class RenderParams:
     srgb: int
     up: wp.vec3
     light_count: int
+    span: int  # pixels of one image row rendered by one thread
     light_dir: wp.array(dtype=wp.vec3)  # direction the light travels (world, unit)
     light_color: wp.array(dtype=wp.vec3)  # linear
     light_shadows: wp.array(dtype=int)
@@ -605,72 +774,68 @@ def render_kernel(
     normal: wp.array4d(dtype=wp.vec3),
     albedo: wp.array4d(dtype=wp.uint32),
 ):
-    world, cam, y, x = wp.tid()
+    world, cam, y, xb = wp.tid()
     X = cam_tf[cam, world]
-    ro = rays[cam, y, x, 0]
-    rd = rays[cam, y, x, 1]
-    o = wp.transform_point(X, ro)
-    dw = wp.transform_vector(X, rd)
-    h = no_hit(p.max_t)
-    if wp.length(dw) > 0.0:
-        d = wp.normalize(dw)
-        h = trace(scene, world, o, d, p.max_t, p.cull, p.particles, p.use_global)
-        if h.kind != HIT_NONE:
-            base = hit_albedo(scene, h, p.textures)
-            light = wp.vec3(0.0)
-            if p.ambient != 0:
-                light = wp.vec3(AMBIENT_BASE + AMBIENT_SKY * wp.dot(h.n, p.up))
-            if p.want_color != 0 or p.want_hdr != 0:
-                hp = o + h.t * d
-                for li in range(p.light_count):
-                    L = -p.light_dir[li]
-                    ndl = wp.dot(h.n, L)
-                    if ndl > 0.0:
-                        lit = float(1.0)
-                        if p.shadows != 0 and p.light_shadows[li] != 0:
-                            so = hp + 1.0e-4 * h.n
-                            sh = trace(scene, world, so, L, p.max_t, 0, p.particles, p.use_global)
-                            if sh.kind != HIT_NONE:
-                                lit = 0.0
-                        light += lit * ndl * p.light_color[li]
-            shaded = wp.cw_mul(base, light)
-            if p.want_color != 0:
-                color[world, cam, y, x] = pack_rgba(shaded, p.srgb)
-            if p.want_hdr != 0:
-                hdr[world, cam, y, x] = shaded
-            if p.want_depth != 0:
-                depth[world, cam, y, x] = h.t
-            if p.want_fdepth != 0:
-                fwd = wp.transform_vector(X, wp.vec3(0.0, 0.0, -1.0))
-                fdepth[world, cam, y, x] = h.t * wp.dot(d, wp.normalize(fwd))
-            if p.want_index != 0:
-                sid = INDEX_NONE
-                if h.kind == HIT_SHAPE:
-                    sid = wp.uint32(h.index)
-                elif h.kind == HIT_PARTICLE:
-                    sid = INDEX_PARTICLE
+    # a thread renders the pixels [xb * span, (xb + 1) * span) of its row: span 1 on CUDA, whole rows
+    # on the CPU (one launch thread per row amortizes the per-thread setup of this large kernel)
+    x_end = wp.min((xb + 1) * p.span, rays.shape[2])
+    for x in range(xb * p.span, x_end):
+        o = wp.transform_point(X, rays[cam, y, x, 0])
+        dw = wp.transform_vector(X, rays[cam, y, x, 1])
+        # every channel starts at its clear value; a hit overwrites them, one store per wanted channel
+        c_color = p.clear_color
+        c_hdr = wp.vec3(0.0)
+        c_depth = p.clear_depth
+        c_fdepth = p.clear_depth
+        c_index = p.clear_index
+        c_normal = p.clear_normal
+        c_albedo = p.clear_albedo
+        if wp.length(dw) > 0.0:
+            d = wp.normalize(dw)
+            h = trace(scene, world, o, d, p.max_t, p.cull, p.particles, p.use_global)
+            if h.kind != HIT_NONE:
+                c_depth = h.t
+                c_normal = h.n
+                c_index = wp.uint32(h.index)
+                if h.kind == HIT_PARTICLE:
+                    c_index = INDEX_PARTICLE
                 elif h.kind == HIT_CLOTH:
-                    sid = INDEX_CLOTH
-                index[world, cam, y, x] = sid
-            if p.want_normal != 0:
-                normal[world, cam, y, x] = h.n
-            if p.want_albedo != 0:
-                albedo[world, cam, y, x] = pack_rgba(base, p.srgb)
-            return
-    if p.want_color != 0:
-        color[world, cam, y, x] = p.clear_color
-    if p.want_hdr != 0:
-        hdr[world, cam, y, x] = wp.vec3(0.0)
-    if p.want_depth != 0:
-        depth[world, cam, y, x] = p.clear_depth
-    if p.want_fdepth != 0:
-        fdepth[world, cam, y, x] = p.clear_depth
-    if p.want_index != 0:
-        index[world, cam, y, x] = p.clear_index
-    if p.want_normal != 0:
-        normal[world, cam, y, x] = p.clear_normal
-    if p.want_albedo != 0:
-        albedo[world, cam, y, x] = p.clear_albedo
+                    c_index = INDEX_CLOTH
+                if p.want_fdepth != 0:
+                    c_fdepth = h.t * wp.dot(d, wp.normalize(wp.transform_vector(X, wp.vec3(0.0, 0.0, -1.0))))
+                if p.want_color != 0 or p.want_hdr != 0 or p.want_albedo != 0:
+                    base = hit_albedo(scene, h, p.textures)
+                    if p.want_albedo != 0:
+                        c_albedo = pack_rgba(base, p.srgb, scene.srgb_lut_base, scene.srgb_lut_thr)
+                    light = wp.vec3(0.0)
+                    if p.ambient != 0:
+                        light = wp.vec3(AMBIENT_BASE + AMBIENT_SKY * wp.dot(h.n, p.up))
+                    hp = o + h.t * d
+                    for li in range(p.light_count):
+                        L = -p.light_dir[li]
+                        ndl = wp.dot(h.n, L)
+                        if ndl > 0.0:
+                            lit = float(1.0)
+                            if p.shadows != 0 and p.light_shadows[li] != 0:
+                                if occluded(scene, world, hp + 1.0e-4 * h.n, L, p.max_t, p.particles, p.use_global):
+                                    lit = 0.0
+                            light += lit * ndl * p.light_color[li]
+                    c_hdr = wp.cw_mul(base, light)
+                    c_color = pack_rgba(c_hdr, p.srgb, scene.srgb_lut_base, scene.srgb_lut_thr)
+        if p.want_color != 0:
+            color[world, cam, y, x] = c_color
+        if p.want_hdr != 0:
+            hdr[world, cam, y, x] = c_hdr
+        if p.want_depth != 0:
+            depth[world, cam, y, x] = c_depth
+        if p.want_fdepth != 0:
+            fdepth[world, cam, y, x] = c_fdepth
+        if p.want_index != 0:
+            index[world, cam, y, x] = c_index
+        if p.want_normal != 0:
+            normal[world, cam, y, x] = c_normal
+        if p.want_albedo != 0:
+            albedo[world, cam, y, x] = c_albedo
 
 
 # ------------------------------------------------------------------ per-render preparation
@@ -678,30 +843,57 @@ def render_kernel(
 
 @wp.kernel
 def shape_pose_kernel(
+    shape_count: int,
+    group_count: int,
     shape_body: wp.array(dtype=int),
     shape_transform: wp.array(dtype=wp.transform),
     body_q: wp.array(dtype=wp.transform),
+    shape_color: wp.array(dtype=wp.vec3),
+    shape_color_override: wp.array(dtype=wp.vec4),
     shape_xform: wp.array(dtype=wp.transform),
+    shape_albedo: wp.array(dtype=wp.vec3),
+    shape_plane: wp.array(dtype=wp.vec4),
+    group_lower: wp.array(dtype=wp.vec3),
+    group_upper: wp.array(dtype=wp.vec3),
 ):
-    """World transform of every shape (``body_q[body] * shape_transform``; static shapes as is)."""
+    """Per shape (launch dim max(shape_count, group_count)): world transform
+    (``body_q[body] * shape_transform``; static shapes as is) and linear albedo (``Mesh.color`` when
+    set, else the model colour, display sRGB -> linear) and plane through its origin normal to its
+    +z axis (used for infinite planes); per group: empty box, grown by
+    :func:`shape_bounds_kernel`."""
     s = wp.tid()
-    b = shape_body[s]
-    X = shape_transform[s]
-    if b >= 0:
-        X = wp.transform_multiply(body_q[b], X)
-    shape_xform[s] = X
+    if s < group_count:
+        group_lower[s] = wp.vec3(BIG)
+        group_upper[s] = wp.vec3(-BIG)
+    if s < shape_count:
+        b = shape_body[s]
+        X = shape_transform[s]
+        if b >= 0:
+            X = wp.transform_multiply(body_q[b], X)
+        shape_xform[s] = X
+        nz = wp.quat_rotate(wp.transform_get_rotation(X), wp.vec3(0.0, 0.0, 1.0))
+        shape_plane[s] = wp.vec4(nz[0], nz[1], nz[2], wp.dot(nz, wp.transform_get_translation(X)))
+        ov = shape_color_override[s]
+        srgb = shape_color[s]
+        if ov[3] > 0.0:
+            srgb = wp.vec3(ov[0], ov[1], ov[2])
+        shape_albedo[s] = srgb_to_linear_vec3_wp(srgb)
 
 
 @wp.kernel
 def shape_bounds_kernel(
     bounded_shape: wp.array(dtype=int),
+    bound_group: wp.array(dtype=int),
     bound_center: wp.array(dtype=wp.vec3),
     bound_half: wp.array(dtype=wp.vec3),
     shape_xform: wp.array(dtype=wp.transform),
     lowers: wp.array(dtype=wp.vec3),
     uppers: wp.array(dtype=wp.vec3),
+    group_lower: wp.array(dtype=wp.vec3),
+    group_upper: wp.array(dtype=wp.vec3),
 ):
-    """World AABB of each bounded shape: its local box (centre, half extents) rotated."""
+    """World AABB of each bounded shape (its local box, centre and half extents, rotated) and their
+    union per group."""
     i = wp.tid()
     s = bounded_shape[i]
     X = shape_xform[s]
@@ -712,8 +904,23 @@ def shape_bounds_kernel(
     for r in range(3):
         e[r] = wp.abs(R[r, 0]) * h[0] + wp.abs(R[r, 1]) * h[1] + wp.abs(R[r, 2]) * h[2]
     pad = wp.vec3(1.0e-5)
-    lowers[i] = c - e - pad
-    uppers[i] = c + e + pad
+    lo = c - e - pad
+    hi = c + e + pad
+    lowers[i] = lo
+    uppers[i] = hi
+    g = bound_group[i]
+    wp.atomic_min(group_lower, g, lo)
+    wp.atomic_max(group_upper, g, hi)
+
+
+@wp.kernel
+def group_root_kernel(bvh: wp.uint64, has: wp.array(dtype=int), root: wp.array(dtype=int)):
+    """BVH root node of each group (-1 when the group has no bounded shape); refits keep it."""
+    g = wp.tid()
+    r = int(-1)
+    if has[g] != 0:
+        r = wp.bvh_get_group_root(bvh, g)
+    root[g] = r
 
 
 @wp.kernel

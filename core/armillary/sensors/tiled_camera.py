@@ -95,7 +95,8 @@ class SensorTiledCamera:
         color = sensor.utils.create_color_image_output(width, height)
         sensor.update(state, camera_transforms, rays, color_image=color)
 
-    Shapes without ``ShapeFlags.VISIBLE`` are not rendered. All device work happens in
+    Shapes without ``ShapeFlags.VISIBLE`` are not rendered; visible GAUSSIAN shapes (splats, not
+    implemented) raise ``ValueError`` here. All device work happens in
     :meth:`update` as kernel launches and BVH refits on buffers allocated here, so an update can be
     captured in a CUDA graph; images stay Warp arrays on the model's device.
     """
@@ -107,21 +108,24 @@ class SensorTiledCamera:
         DIRECTIONAL = 1
 
     class RenderOrder(enum.IntEnum):
-        """Thread-to-pixel mapping; results do not depend on it (one thread per pixel here)."""
+        """Thread-to-pixel mapping hint; images do not depend on it (armillary renders one pixel per
+        thread on CUDA and one image row per thread on the CPU, whatever the value)."""
 
         PIXEL_PRIORITY = 0
         VIEW_PRIORITY = 1
         TILED = 2
 
     class TextureProjectionMode(enum.IntEnum):
-        """Projection of textures on shapes without UVs (the model stores textures only on meshes
-        with UVs, so it has no effect here)."""
+        """Projection of textures onto shapes without UVs. Not implemented: only the default
+        (``CUBIC``) is accepted, and a textured mesh without ``uvs`` raises when textures are
+        enabled (see :meth:`SensorTiledCamera.update`)."""
 
         CUBIC = 0
         TRIPLANAR = 1
 
     class GaussianRenderMode(enum.IntEnum):
-        """Gaussian splat quality (GAUSSIAN shapes are not rendered by this sensor)."""
+        """Gaussian splat quality. Gaussian splats are not rendered by this sensor: a model with
+        visible GAUSSIAN shapes raises at construction; only the default (``FAST``) is accepted."""
 
         FAST = 0
         QUALITY = 1
@@ -133,17 +137,21 @@ class SensorTiledCamera:
         Attributes:
             enable_global_world: also render global shapes (world -1), e.g. the ground plane.
             enable_textures: multiply base colours by mesh base-colour textures.
-            texture_projection_mode: :class:`TextureProjectionMode` (kept for compatibility).
+            texture_projection_mode: :class:`TextureProjectionMode`; only the default ``CUBIC``
+                (projected textures are not implemented: textured meshes need per-vertex uvs).
             enable_shadows: cast shadow rays toward lights whose shadow flag is set.
             enable_ambient_lighting: add the hemisphere ambient term.
             enable_particles: render free particles (not part of a cloth triangle) as spheres.
             enable_backface_culling: ignore hits on the inside of solids / back of triangles.
-            enable_fast_math: accepted for compatibility (kernels are always compiled the same way).
+            enable_fast_math: performance hint without effect on the images (the kernels are always
+                compiled with precise math).
             output_color_space: :class:`armillary.utils.ColorSpace` of packed colour / albedo bytes.
-            render_order, tile_width, tile_height: thread mapping knobs (no effect on results).
+            render_order, tile_width, tile_height: thread-mapping hints, validated, without effect
+                on the images (or on armillary's thread mapping).
             max_distance: farthest hit distance [m].
-            gaussians_mode, gaussians_min_transmittance, gaussians_max_num_hits: accepted for
-                compatibility; GAUSSIAN shapes are not rendered.
+            gaussians_mode, gaussians_min_transmittance, gaussians_max_num_hits: Gaussian-splat
+                settings; only their defaults (FAST, 0.49, 20) are accepted, since this sensor does
+                not render splats (a model with visible GAUSSIAN shapes raises at construction).
         """
 
         enable_global_world: bool = True
@@ -195,6 +203,7 @@ class SensorTiledCamera:
         self._default_clear_data = SensorTiledCamera.ClearData()
         self._load_textures = bool(load_textures)
         self._keep = []  # objects whose ids are referenced by device structs
+        self._span = 0  # pixels per render thread; 0: automatic (row on the CPU, 1 on CUDA)
         self._build_scene()
         self._utils = SensorTiledCamera.Utils(self)
         self.set_lights([])
@@ -258,7 +267,8 @@ class SensorTiledCamera:
         tex_chunks, tex_start, tex_size, tex_total = [], [], [], 0
         tex_of = {}
         bounded, centers, radii, unbounded = [], [], [], [[] for _ in range(G)]
-        self.skipped_shapes = []  # (shape, reason) of visible shapes this sensor does not draw
+        self.skipped_shapes = []  # (shape, type name) of visible shapes this sensor cannot draw: an error
+        self._untextured = []  # shapes whose mesh has a texture but no uvs
         for s in range(n):
             if not int(flags[s]) & int(ShapeFlags.VISIBLE):
                 continue
@@ -302,6 +312,8 @@ class SensorTiledCamera:
                     if color is not None:
                         override[s, :3] = np.asarray(color, np.float32)[:3]
                         override[s, 3] = 1.0
+                    if getattr(src, "texture", None) is not None and getattr(src, "uvs", None) is None:
+                        self._untextured.append(s)  # needs a projection (texture_projection_mode)
                     if self._load_textures and getattr(src, "texture", None) is not None and getattr(src, "uvs", None) is not None:
                         if key not in uv_of:
                             uvs = np.asarray(src.uvs, np.float32).reshape(-1, 2)
@@ -323,14 +335,18 @@ class SensorTiledCamera:
                             raise ValueError(f"SensorTiledCamera: shape {s}: Mesh.texture_transform must be 2x3, got {tx.shape}")
                         tex_xform[s] = tx
             else:
-                self.skipped_shapes.append((s, f"{GeoType(t).name} shapes are not rendered"))
+                self.skipped_shapes.append((s, GeoType(t).name if t in iter(GeoType) else str(t)))
                 continue
             bounded.append(s)
             centers.append(center)
             radii.append(half)
         if self.skipped_shapes:
-            warnings.warn(f"SensorTiledCamera: {len(self.skipped_shapes)} visible shape(s) not rendered: "
-                          f"{self.skipped_shapes[:5]}", stacklevel=3)  # fmt: skip
+            listed = ", ".join(f"shape {i} ({name})" for i, name in self.skipped_shapes[:5])
+            more = f" and {len(self.skipped_shapes) - 5} more" if len(self.skipped_shapes) > 5 else ""
+            raise ValueError(f"SensorTiledCamera: {listed}{more} cannot be rendered (Gaussian splats are not "
+                             "implemented; renderable types: PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, "
+                             "BOX, MESH, CONE, CONVEX_MESH); clear ShapeFlags.VISIBLE on them to render the "
+                             "rest")  # fmt: skip
 
         def A(data, dtype, fallback):
             a = np.asarray(data)
@@ -353,13 +369,27 @@ class SensorTiledCamera:
         self._meshes = [v[0] for v in meshes.values()]
 
         nb = len(bounded)
+        self._group_count = G
+        self._shape_color = sc.shape_color
+        self._shape_color_override = sc.shape_color_override
+        self._shape_albedo = wp.zeros(nn, dtype=wp.vec3, device=dev)
+        sc.shape_albedo = self._shape_albedo
+        self._shape_plane = wp.zeros(nn, dtype=wp.vec4, device=dev)
+        sc.shape_plane = self._shape_plane
+        self._group_lower = wp.zeros(G, dtype=wp.vec3, device=dev)
+        self._group_upper = wp.zeros(G, dtype=wp.vec3, device=dev)
+        sc.group_lower = self._group_lower
+        sc.group_upper = self._group_upper
         self._bounded = A(np.asarray(bounded, np.int32), int, [0])
         self._bound_center = A(np.asarray(centers, np.float32).reshape(-1, 3), wp.vec3, [[0, 0, 0]])
         self._bound_half = A(np.asarray(radii, np.float32).reshape(-1, 3), wp.vec3, [[0, 0, 0]])
         self._bound_count = nb
         has_b = np.zeros(G, np.int32)
+        g_b = group[np.asarray(bounded, np.int64)] if nb else np.zeros(0, np.int32)
+        self._bound_group = A(g_b.astype(np.int32), int, [0])
+        self._group_root = wp.full(G, -1, dtype=int, device=dev)
+        sc.group_root = self._group_root
         if nb:
-            g_b = group[np.asarray(bounded)]
             has_b[np.unique(g_b)] = 1
             self._shape_lowers = wp.zeros(nb, dtype=wp.vec3, device=dev)
             self._shape_uppers = wp.zeros(nb, dtype=wp.vec3, device=dev)
@@ -367,12 +397,14 @@ class SensorTiledCamera:
             self._shape_bvh = wp.Bvh(self._shape_lowers, self._shape_uppers,
                                      groups=wp.array(g_b.astype(np.int32), dtype=wp.int32, device=dev))  # fmt: skip
             sc.shape_bvh = self._shape_bvh.id
+            # refits keep the tree's topology, so each group's root node is found once here
+            wp.launch(K.group_root_kernel, dim=G, inputs=[self._shape_bvh.id, wp.array(has_b, dtype=int, device=dev)],
+                      outputs=[self._group_root], device=dev)  # fmt: skip
         else:
             self._shape_bvh = None
             sc.shape_bvh = wp.uint64(0)
             self._refresh_shape_poses(None)
         sc.bounded_shape = self._bounded
-        sc.group_has_bounded = wp.array(has_b, dtype=int, device=dev)
         ustart = np.zeros(G + 1, np.int32)
         ustart[1:] = np.cumsum([len(u) for u in unbounded])
         sc.unbounded_start = wp.array(ustart, dtype=int, device=dev)
@@ -384,6 +416,12 @@ class SensorTiledCamera:
         sc.tex_size = A(np.asarray(tex_size, np.int32).reshape(-1, 2), wp.vec2i, [[1, 1]])
 
         self._build_particles(sc, G)
+        thr = wp.zeros(257, dtype=float, device=dev)
+        wp.launch(K.srgb_threshold_kernel, dim=257, outputs=[thr], device=dev)
+        sc.srgb_lut_base = wp.zeros(K.SRGB_LUT_N + 1, dtype=wp.uint32, device=dev)
+        sc.srgb_lut_thr = wp.zeros(K.SRGB_LUT_N + 1, dtype=float, device=dev)
+        wp.launch(K.srgb_lut_kernel, dim=K.SRGB_LUT_N + 1, inputs=[thr], outputs=[sc.srgb_lut_base, sc.srgb_lut_thr],
+                  device=dev)  # fmt: skip
         self._scene = sc
 
     def _make_mesh(self, src, t: int, s: int):
@@ -465,18 +503,27 @@ class SensorTiledCamera:
 
     # ------------------------------------------------------------------ per-frame refresh
     def _refresh_shape_poses(self, body_q):
+        """Shape world poses, linear albedos, bounded shapes' boxes and per-group boxes (2 launches)."""
         m = self.model
         n = int(m.shape_count)
-        if n == 0:
-            return
         if body_q is None:
-            body_q = m.body_q if int(m.body_count) else wp.zeros(1, dtype=wp.transform, device=self.device)
-        wp.launch(K.shape_pose_kernel, dim=n, inputs=[m.shape_body, m.shape_transform, body_q],
-                  outputs=[self._shape_xform], device=self.device)  # fmt: skip
+            body_q = m.body_q if int(m.body_count) else None
+        if body_q is None:
+            body_q = self._dummies()["q"]
+        shape_body = m.shape_body if n else self._dummies()["i"]
+        shape_transform = m.shape_transform if n else self._dummies()["q"]
+        wp.launch(K.shape_pose_kernel, dim=max(n, self._group_count),
+                  inputs=[n, self._group_count, shape_body, shape_transform, body_q, self._shape_color,
+                          self._shape_color_override],
+                  outputs=[self._shape_xform, self._shape_albedo, self._shape_plane, self._group_lower,
+                           self._group_upper],
+                  device=self.device)  # fmt: skip
         if self._bound_count:
             wp.launch(K.shape_bounds_kernel, dim=self._bound_count,
-                      inputs=[self._bounded, self._bound_center, self._bound_half, self._shape_xform],
-                      outputs=[self._shape_lowers, self._shape_uppers], device=self.device)  # fmt: skip
+                      inputs=[self._bounded, self._bound_group, self._bound_center, self._bound_half,
+                              self._shape_xform],
+                      outputs=[self._shape_lowers, self._shape_uppers, self._group_lower, self._group_upper],
+                      device=self.device)  # fmt: skip
 
     def _refresh_particle_bounds(self, particle_q):
         wp.launch(K.particle_bounds_kernel, dim=self._free_particles,
@@ -555,6 +602,18 @@ class SensorTiledCamera:
             v = getattr(rc, name)
             if not _is_int(v) or v < 1:
                 raise ValueError(f"{what}: {name}={v!r} must be a positive integer")
+        # settings that would change the images of features this sensor does not implement: only
+        # their defaults are accepted (performance hints above are accepted with any valid value)
+        if int(rc.texture_projection_mode) != SensorTiledCamera.TextureProjectionMode.CUBIC:
+            raise NotImplementedError(f"{what}: texture_projection_mode={rc.texture_projection_mode!r} is not supported; "
+                                      "projected textures are not implemented, only the default "
+                                      "TextureProjectionMode.CUBIC is accepted (give textured meshes per-vertex uvs)")  # fmt: skip
+        defaults = SensorTiledCamera.RenderConfig()
+        for name in ("gaussians_mode", "gaussians_min_transmittance", "gaussians_max_num_hits"):
+            v, v0 = getattr(rc, name), getattr(defaults, name)
+            if v != v0:
+                raise NotImplementedError(f"{what}: {name}={v!r} is not supported; this sensor does not render "
+                                          f"Gaussian splats, so only the default {name}={v0!r} is accepted")  # fmt: skip
 
     def _check_image(self, img, name, dtype, shape):
         if img is None:
@@ -601,6 +660,10 @@ class SensorTiledCamera:
         """
         rc = self._default_render_config if render_config is None else render_config
         self._check_config(rc, "SensorTiledCamera.update: render_config")
+        if rc.enable_textures and self._untextured:
+            raise NotImplementedError(f"SensorTiledCamera.update: enable_textures with shapes {self._untextured[:5]} whose "
+                                      "mesh has a texture but no uvs: projected textures (texture_projection_mode) are "
+                                      "not implemented; give the meshes per-vertex uvs or disable enable_textures")  # fmt: skip
         cd = self._default_clear_data if clear_data is None else clear_data
         if not isinstance(cd, SensorTiledCamera.ClearData):
             raise ValueError(f"SensorTiledCamera.update: clear_data must be a SensorTiledCamera.ClearData, got {type(cd).__name__}")
@@ -672,9 +735,12 @@ class SensorTiledCamera:
         p.clear_albedo = wp.uint32(clear_albedo)
         if W * C * H * Wd == 0:
             return
+        # CPU: one thread per image row (the kernel's per-thread setup dominates a single ray); CUDA:
+        # one thread per pixel
+        p.span = self._span if self._span else (Wd if wp.get_device(self.device).is_cpu else 1)
         wp.launch(
             K.render_kernel,
-            dim=shape,
+            dim=(W, C, H, (Wd + p.span - 1) // p.span),
             inputs=[self._scene, p, camera_transforms, camera_rays],
             outputs=[
                 dummy["u"] if color_image is None else color_image,
@@ -695,7 +761,9 @@ class SensorTiledCamera:
             dev = self.device
             d = {"u": wp.zeros((1, 1, 1, 1), dtype=wp.uint32, device=dev),
                  "v": wp.zeros((1, 1, 1, 1), dtype=wp.vec3, device=dev),
-                 "f": wp.zeros((1, 1, 1, 1), dtype=wp.float32, device=dev)}  # fmt: skip
+                 "f": wp.zeros((1, 1, 1, 1), dtype=wp.float32, device=dev),
+                 "q": wp.zeros(1, dtype=wp.transform, device=dev),
+                 "i": wp.zeros(1, dtype=int, device=dev)}  # fmt: skip
             self._dummy = d
         return d
 
