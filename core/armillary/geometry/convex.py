@@ -15,8 +15,9 @@ surface points of two convex shapes:
 support features (:func:`.support.support_feature`) are edges or faces: the incident
 feature is clipped against the reference face (Sutherland-Hodgman in the contact plane) or
 the overlapping part of two parallel edges is taken, every clipped point is lifted back
-onto both features along the normal, and at most 4 points are kept (the exact deepest
-contact plus the farthest point and the two points spanning the largest area).
+onto both features along the normal; :func:`select4` keeps at most 4 of them, chosen by
+geometry so that a face resting flat keeps the same points under micro-tilts, plus the exact
+contact when it is deeper than all of them (see its docstring).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from .gjk import gjk
 from .mpr import mpr
-from .primitives import any_perpendicular
+from .primitives import MANIFOLD_TIE_SLOPE, any_perpendicular
 from .support import CONVEX_MESH, ConvexGeo, core_radius, mat83f, shape_scale_len, support_feature, support_world
 
 mat163 = wp.types.matrix(shape=(16, 3), dtype=wp.float32)
@@ -230,12 +231,72 @@ def clip_half(P: mat163, cnt: int, a: wp.vec3, b: wp.vec3, orient: float):
     return out, m
 
 
+#: depth tolerance of :func:`select4`'s exact-contact check, per metre of manifold radius: when the exact
+#: contact (entry 0) is deeper than every chosen manifold point by more than this x the radius, it takes a
+#: free slot or replaces the nearest of them, so the deepest emitted contact is never shallower than the
+#: exact one by more (1e-5 m on a 0.1 m face); micro-tilts of a resting face (below about 3e-4 rad) stay
+#: under it
+EXACT_DEPTH_SLOPE = wp.constant(1.0e-4)
+#: radii (from the manifold points' centroid) within this fraction of the largest count as equal in
+#: :func:`select4`'s choice of the first point; the lowest index among them wins
+SELECT_RADIUS_TIE = wp.constant(1.0e-3)
+
+
 @wp.func
 def select4(P2: mat163, D: vec16f, cnt: int, limit: float, tiny: float):
-    """Indices (float vec4, -1 unused) of <= 4 spread candidates; index 0 (exact contact) first."""
+    """Indices (float vec4, -1 unused) of <= 4 spread candidates among ``cnt`` (2D points ``P2`` [m] in
+    the contact plane, signed distances ``D`` [m], used where ``D <= limit``); returns (indices, count).
+
+    Entry 0 is the exact contact, entries 1.. the manifold's points (with 1 only: just entry 0). The
+    choice is that of the box-box reduction (``primitives.reduce_manifold4``) over the manifold points:
+    first, among the points within ``MANIFOLD_TIE_SLOPE`` x the manifold's radius of the deepest depth,
+    the one farthest from their centroid (the lowest index among radii within ``SELECT_RADIUS_TIE``);
+    then the point farthest from it and the extreme points on either side of that diagonal. A face
+    resting flat thus keeps the same (widest) points from step to step, whichever vertex or rim point
+    micro-tilts make the exact contact (issue 24, stacking). The exact contact then joins (a free slot)
+    or replaces the nearest chosen point when it is deeper than all of them by more than
+    ``EXACT_DEPTH_SLOPE`` x the radius: the deepest emitted contact keeps the exact depth within that.
+    """
     sel = vec4i_f(0.0, -1.0, -1.0, -1.0)
+    # the manifold points' centroid, radius and deepest depth
+    cu = float(0.0)
+    cv = float(0.0)
+    kc = float(0.0)
+    dm = float(1.0e30)
+    for i in range(1, cnt):
+        if D[i] <= limit:
+            cu += P2[i][0]
+            cv += P2[i][1]
+            kc += 1.0
+            dm = wp.min(dm, D[i])
+    if kc == 0.0:
+        return sel, 1
+    cu = cu / kc
+    cv = cv / kc
+    r2max = float(0.0)
+    for i in range(1, cnt):
+        if D[i] <= limit:
+            r2max = wp.max(r2max, (P2[i][0] - cu) * (P2[i][0] - cu) + (P2[i][1] - cv) * (P2[i][1] - cv))
+    rad = wp.sqrt(r2max)
+    dtop = wp.min(dm + MANIFOLD_TIE_SLOPE * rad, limit)
+    r2top = float(-1.0)
+    for i in range(1, cnt):
+        if D[i] <= dtop:
+            r2top = wp.max(r2top, (P2[i][0] - cu) * (P2[i][0] - cu) + (P2[i][1] - cv) * (P2[i][1] - cv))
+    thr = r2top * (1.0 - SELECT_RADIUS_TIE) * (1.0 - SELECT_RADIUS_TIE)
+    i0 = int(-1)
+    for i in range(1, cnt):
+        if i0 < 0 and D[i] <= dtop:
+            if (P2[i][0] - cu) * (P2[i][0] - cu) + (P2[i][1] - cv) * (P2[i][1] - cv) >= thr:
+                i0 = i
+    if i0 < 0:
+        i0 = int(1)  # unreachable (the deepest point passes both tests); keeps the index valid
+        for i in range(1, cnt):
+            if D[i] == dm:
+                i0 = i
+    sel[0] = float(i0)
     k = int(1)
-    p0 = P2[0]
+    p0 = P2[i0]
     i1 = int(-1)
     best = tiny * tiny
     for i in range(1, cnt):
@@ -244,30 +305,48 @@ def select4(P2: mat163, D: vec16f, cnt: int, limit: float, tiny: float):
             if dd > best:
                 best = dd
                 i1 = i
-    if i1 < 0:
-        return sel, k
-    sel[1] = float(i1)
-    k = 2
-    e = P2[i1] - p0
-    amax = tiny * wp.sqrt(best)
-    amin = -amax
-    i2 = int(-1)
-    i3 = int(-1)
-    for i in range(1, cnt):
-        if D[i] <= limit:
-            a = cross2(e, P2[i] - p0)
-            if a > amax:
-                amax = a
-                i2 = i
-            if a < amin:
-                amin = a
-                i3 = i
-    if i2 >= 0:
-        sel[k] = float(i2)
-        k += 1
-    if i3 >= 0:
-        sel[k] = float(i3)
-        k += 1
+    if i1 >= 0:
+        sel[1] = float(i1)
+        k = 2
+        e = P2[i1] - p0
+        amax = tiny * wp.sqrt(best)
+        amin = -amax
+        i2 = int(-1)
+        i3 = int(-1)
+        for i in range(1, cnt):
+            if D[i] <= limit:
+                a = cross2(e, P2[i] - p0)
+                if a > amax:
+                    amax = a
+                    i2 = i
+                if a < amin:
+                    amin = a
+                    i3 = i
+        if i2 >= 0:
+            sel[k] = float(i2)
+            k += 1
+        if i3 >= 0:
+            sel[k] = float(i3)
+            k += 1
+    # the exact contact's depth: when it is deeper than every chosen point (beyond the tolerance), it
+    # takes a free slot or replaces the chosen point nearest to it
+    if D[0] <= limit:
+        dsel = float(1.0e30)
+        jn = int(0)
+        dn = float(1.0e30)
+        for j in range(k):
+            i = int(sel[j])
+            dsel = wp.min(dsel, D[i])
+            dj = wp.length_sq(P2[i] - P2[0])
+            if dj < dn:
+                dn = dj
+                jn = j
+        if D[0] < dsel - EXACT_DEPTH_SLOPE * rad:
+            if k < 4 and dn > tiny * tiny:
+                sel[k] = 0.0
+                k += 1
+            else:
+                sel[jn] = 0.0
     return sel, k
 
 
@@ -374,8 +453,6 @@ def drop_misaligned_exact(PA: mat163, PB: mat163, cnt: int, n: wp.vec3):
         return PA, PB, cnt  # the exact contact is deeper than every manifold point: keep it
     PA[0] = PA[best]
     PB[0] = PB[best]
-    # the copied entry leaves the list (keeping order): no duplicate contact
-    for i in range(best, cnt - 1):
-        PA[i] = PA[i + 1]
-        PB[i] = PB[i + 1]
-    return PA, PB, cnt - 1
+    # the copied entry stays in the list: entries 1.. remain the whole clipped polygon in its order, so
+    # :func:`select4` sees the same manifold whichever point is deepest (it never emits both copies)
+    return PA, PB, cnt
