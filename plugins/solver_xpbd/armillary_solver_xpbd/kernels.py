@@ -2020,6 +2020,393 @@ def solve_contacts_kernel(
         )
 
 
+# --------------------------------------------------------------------------- untaped contact solve
+# :func:`solve_contacts_fast_kernel` computes what :func:`solve_contacts_kernel` computes, bit for
+# bit, with less work per contact: the bodies of a patch (pose, inverse, COM, masses, inertias,
+# previous pose) are read once per patch instead of once per contact and pass, and each contact's
+# frame (normal correction, slip, effective mass, contact point) is computed once per iteration
+# and kept in scratch arrays (``ContactScratch``) for the apply pass instead of being recomputed.
+# Every value is the same expression of the same inputs as in the general kernel. It has no adjoint
+# (a loop's values carried into a later loop would be wrong in Warp's adjoint, see the module
+# docstring): taped steps launch :func:`solve_contacts_kernel` from :mod:`.kernels_grad`.
+
+
+@wp.struct
+class PatchBody:
+    """One side of a patch: what :func:`rigid_contact_frame` reads of a body, read once."""
+
+    b: int
+    X: wp.transform
+    X_inv: wp.transform
+    X_prev: wp.transform
+    com_w: wp.vec3
+    q: wp.quat
+    m: float
+    I: wp.mat33
+
+
+@wp.func
+def patch_body(
+    s: int,
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+):
+    pb = PatchBody()
+    b, X, com = contact_body(s, shape_body, body_q, body_com)
+    pb.b = b
+    pb.X = X
+    pb.X_inv = wp.transform_inverse(X)
+    pb.X_prev = X
+    if b >= 0:
+        pb.X_prev = body_q_prev[b]
+    pb.com_w = wp.transform_point(X, com)
+    pb.q = wp.transform_get_rotation(X)
+    pb.m = body_inv_mass_of(b, body_inv_mass, body_flags, body_mask)
+    pb.I = body_inv_inertia_of(b, pb.m, body_inv_inertia)
+    return pb
+
+
+@wp.func
+def rigid_contact_frame_fast(
+    c: int,
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    B0: PatchBody,
+    B1: PatchBody,
+    relaxation: float,
+    area: int,
+):
+    """:func:`rigid_contact_frame` of contact ``c`` of a patch whose bodies are ``B0``, ``B1`` (both
+    shapes valid, at least one body movable: checked per patch)."""
+    dl = float(0.0)
+    wt = float(0.0)
+    slip = wp.vec3(0.0)
+    n = normal[c]
+    th0 = margin0[c]
+    th1 = margin1[c]
+    s0w = wp.transform_point(B0.X, point0[c]) + n * th0
+    s1w = wp.transform_point(B1.X, point1[c]) - n * th1
+    xw = s1w
+    d = wp.dot(n, s1w - s0w)
+    if d >= 0.0:
+        return dl, slip, wt, xw
+    x0 = B0.com_w
+    x1 = B1.com_w
+    r0 = s0w - x0
+    r1 = s1w - x1
+    w = w_lin(B0.m, B0.q, B0.I, r0, n) + w_lin(B1.m, B1.q, B1.I, r1, n)
+    if w <= 0.0:
+        return dl, slip, wt, xw
+    dl = -d / w * relaxation
+    if area != 0:
+        r0 = r0 - n * wp.dot(n, r0)
+        r1 = r1 - n * wp.dot(n, r1)
+    p0 = wp.transform_point(B0.X_inv, x0 + r0)
+    p1 = wp.transform_point(B1.X_inv, x1 + r1)
+    dp = (x1 + r1 - wp.transform_point(B1.X_prev, p1)) - (x0 + r0 - wp.transform_point(B0.X_prev, p0))
+    dpt = dp - n * wp.dot(n, dp)
+    l = wp.length(dpt)
+    if l > 1.0e-12:
+        t = dpt / l
+        wt = w_lin(B0.m, B0.q, B0.I, r0, t) + w_lin(B1.m, B1.q, B1.I, r1, t)
+        if wt > 0.0:
+            slip = dpt
+        else:
+            wt = 0.0
+    return dl, slip, wt, xw
+
+
+@wp.func
+def patch_touches(
+    start: int,
+    end: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    body_q: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+):
+    """Whether some contact of the patch penetrates now (the separation test of
+    :func:`rigid_contact_frame`, the same expression): a patch without one changes nothing, so the
+    fast solve skips it (most contacts of a pile are speculative ones, within the gap)."""
+    s0 = shape0[start]
+    s1 = shape1[start]
+    if s0 < 0 or s1 < 0:
+        return False
+    b0, X0, com0 = contact_body(s0, shape_body, body_q, body_com)
+    b1, X1, com1 = contact_body(s1, shape_body, body_q, body_com)
+    for c in range(start, end):
+        n = normal[c]
+        s0w = wp.transform_point(X0, point0[c]) + n * margin0[c]
+        s1w = wp.transform_point(X1, point1[c]) - n * margin1[c]
+        if wp.dot(n, s1w - s0w) < 0.0:
+            return True
+    return False
+
+
+@wp.struct
+class ContactScratch:
+    """Per-contact values of one iteration of :func:`solve_contacts_fast_kernel` (rigid_max each)."""
+
+    dl: wp.array(dtype=float)
+    slip: wp.array(dtype=wp.vec3)
+    wt: wp.array(dtype=float)
+    xw: wp.array(dtype=wp.vec3)
+
+
+@wp.func
+def solve_rigid_patch_fast(
+    start: int,
+    end: int,
+    shape0: wp.array(dtype=wp.int32),
+    shape1: wp.array(dtype=wp.int32),
+    point0: wp.array(dtype=wp.vec3),
+    point1: wp.array(dtype=wp.vec3),
+    normal: wp.array(dtype=wp.vec3),
+    margin0: wp.array(dtype=float),
+    margin1: wp.array(dtype=float),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    shape_mu_torsional: wp.array(dtype=float),
+    shape_mu_rolling: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_q_prev: wp.array(dtype=wp.transform),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    relaxation: float,
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    body_dx: wp.array(dtype=wp.vec3),
+    body_dth: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+    S: ContactScratch,
+):
+    """:func:`solve_rigid_patch` (same values; in place: the multipliers and impulses are updated in
+    ``contact_lambda`` / ``contact_impulse``)."""
+    s0 = shape0[start]
+    s1 = shape1[start]
+    if s0 < 0 or s1 < 0:
+        return
+    mu = 0.5 * (shape_mu[s0] + shape_mu[s1])
+    area = patch_spans_area(start, end, shape0, shape1, point0, point1, normal, margin0, margin1, contact_lambda, 0,
+                            shape_body, body_q)
+    B0 = patch_body(s0, shape_body, body_q, body_q_prev, body_com, body_inv_mass, body_inv_inertia, body_flags,
+                    body_mask)
+    B1 = patch_body(s1, shape_body, body_q, body_q_prev, body_com, body_inv_mass, body_inv_inertia, body_flags,
+                    body_mask)
+    if B0.m == 0.0 and B1.m == 0.0:
+        return  # rigid_contact_frame: no correction for any contact of the patch
+    b0 = B0.b
+    b1 = B1.b
+    m0 = B0.m
+    m1 = B1.m
+    I0 = B0.I
+    I1 = B1.I
+    q0 = B0.q
+    q1 = B1.q
+    x0 = B0.com_w
+    x1 = B1.com_w
+    X0 = B0.X
+    X1 = B1.X
+    n = normal[start]
+    # pass 1 (rigid_patch_sums), keeping each contact's frame for pass 2
+    k = float(0.0)
+    want = float(0.0)
+    budget = float(0.0)
+    slip_sum = wp.vec3(0.0)
+    x_sum = wp.vec3(0.0)
+    for c in range(start, end):
+        dl, slip, wt, xw = rigid_contact_frame_fast(c, point0, point1, normal, margin0, margin1, B0, B1, relaxation,
+                                                    area)
+        S.dl[c] = dl
+        S.slip[c] = slip
+        S.wt[c] = wt
+        S.xw[c] = xw
+        if dl > 0.0:
+            nc = normal[c]
+            P = contact_impulse[c]
+            budget += mu * (contact_lambda[c] + dl) - wp.length(P - nc * wp.dot(nc, P))
+            k += 1.0
+            slip_sum += slip
+            x_sum += xw
+            if wt > 0.0:
+                want += wp.length(slip) / wt
+    if k == 0.0:
+        return
+    Pf = wp.vec3(0.0)
+    Lf = wp.vec3(0.0)
+    xc = x_sum / k
+    tw_left = float(-1.0)
+    if area != 0:
+        B = budget / k
+        Sm = slip_sum / k
+        ls = wp.length(Sm)
+        if ls > 1.0e-12 and B > 0.0:
+            t = Sm / ls
+            rc0 = xc - x0
+            rc1 = xc - x1
+            rc0 = rc0 - n * wp.dot(n, rc0)
+            rc1 = rc1 - n * wp.dot(n, rc1)
+            wl = w_lin(m0, q0, I0, rc0, t) + w_lin(m1, q1, I1, rc1, t)
+            if wl > 0.0:
+                Pf = t * (-wp.min(ls / wl, B))
+        q0p = q0
+        q1p = q1
+        if b0 >= 0:
+            q0p = wp.transform_get_rotation(B0.X_prev)
+        if b1 >= 0:
+            q1p = wp.transform_get_rotation(B1.X_prev)
+        tw = wp.dot(rotation_vector(q1, q1p) - rotation_vector(q0, q0p), n)
+        wa = w_ang(q0, I0, n) + w_ang(q1, I1, n)
+        tw_left = float(0.0)
+        if wa > 0.0 and wp.abs(tw) > 1.0e-12:
+            rad = patch_radius_sum(start, end, point1, X1, xc) / float(end - start)
+            Lmax = wp.max(B - wp.length(Pf), 0.0) * rad
+            lmag = wp.min(wp.abs(tw) / wa, Lmax)
+            Lf = n * (-wp.sign(tw) * lmag)
+            tw_left = wp.abs(tw) / wa - lmag
+    scale = float(0.0)
+    if want > 0.0 and budget > 0.0:
+        scale = wp.min(budget / want, 1.0)
+    dxf1 = wp.vec3(0.0)
+    dthf1 = wp.vec3(0.0)
+    dxf0 = wp.vec3(0.0)
+    dthf0 = wp.vec3(0.0)
+    if area != 0:
+        dxf1, dthf1 = lin_step(m1, q1, I1, xc - x1, Pf)
+        dxf0, dthf0 = lin_step(m0, q0, I0, xc - x0, -Pf)
+        dthf1 = dthf1 + ang_step(q1, I1, Lf)
+        dthf0 = dthf0 - ang_step(q0, I0, Lf)
+    mu_t = float(0.0)
+    mu_r = float(0.0)
+    if shape_mu_torsional.shape[0] > 0:
+        mu_t = 0.5 * (shape_mu_torsional[s0] + shape_mu_torsional[s1])
+    if shape_mu_rolling.shape[0] > 0:
+        mu_r = 0.5 * (shape_mu_rolling[s0] + shape_mu_rolling[s1])
+    # pass 2: apply (poses are unchanged until apply_deltas_kernel)
+    for c in range(start, end):
+        dl = S.dl[c]
+        if dl > 0.0:
+            slip = S.slip[c]
+            wt = S.wt[c]
+            xw = S.xw[c]
+            nc = normal[c]
+            r0 = wp.transform_point(X0, point0[c]) + nc * margin0[c] - x0
+            r1 = xw - x1
+            P = nc * dl
+            Pc = P
+            if area == 0 and wt > 0.0:
+                Pc = P - slip * (scale / wt)
+            dx1, dth1 = lin_step(m1, q1, I1, r1, Pc)
+            dx0, dth0 = lin_step(m0, q0, I0, r0, -Pc)
+            if area != 0:
+                Pc = P + Pf
+                dx1 = dx1 + dxf1
+                dth1 = dth1 + dthf1
+                dx0 = dx0 + dxf0
+                dth0 = dth0 + dthf0
+            if mu_t > 0.0 or mu_r > 0.0:
+                q0p = q0
+                q1p = q1
+                if b0 >= 0:
+                    q0p = wp.transform_get_rotation(B0.X_prev)
+                if b1 >= 0:
+                    q1p = wp.transform_get_rotation(B1.X_prev)
+                rel = rotation_vector(q1, q1p) - rotation_vector(q0, q0p)
+                tw = wp.dot(rel, nc)
+                L = wp.vec3(0.0)
+                if mu_t > 0.0 and wp.abs(tw) > 1.0e-12:
+                    wa = w_ang(q0, I0, nc) + w_ang(q1, I1, nc)
+                    if wa > 0.0:
+                        lim = wp.abs(tw) / wa
+                        if tw_left >= 0.0:
+                            lim = tw_left
+                        L = L - nc * (wp.sign(tw) * wp.min(lim, mu_t * dl))
+                roll = rel - nc * tw
+                lr = wp.length(roll)
+                if mu_r > 0.0 and lr > 1.0e-12:
+                    a = roll / lr
+                    wa = w_ang(q0, I0, a) + w_ang(q1, I1, a)
+                    if wa > 0.0:
+                        L = L - a * wp.min(lr / wa, mu_r * dl)
+                dth1 = dth1 + ang_step(q1, I1, L)
+                dth0 = dth0 - ang_step(q0, I0, L)
+            contact_lambda[c] = contact_lambda[c] + dl
+            contact_impulse[c] = contact_impulse[c] + Pc
+            if m1 > 0.0:
+                add_body_delta(b1, dx1, dth1, body_dx, body_dth)
+                wp.atomic_add(body_cnt, b1, 1.0)
+            if m0 > 0.0:
+                add_body_delta(b0, dx0, dth0, body_dx, body_dth)
+                wp.atomic_add(body_cnt, b0, 1.0)
+
+
+@wp.kernel
+def solve_contacts_fast_kernel(
+    dt: float,
+    rigid_max: int,
+    soft_max: int,
+    particle_count: int,
+    spring_count: int,
+    tri_count: int,
+    edge_count: int,
+    rigid_relaxation: float,
+    soft_relaxation: float,
+    soft_mu: float,
+    grid: wp.uint64,
+    use_grid: int,
+    particle_mu: float,
+    max_radius: float,
+    soft_body_relaxation: float,
+    stride: int,
+    A: ContactArrays,
+    S: ContactScratch,
+):
+    """:func:`solve_contacts_kernel` for untaped steps (the same values; see above). Requires
+    ``contact_lambda_out is contact_lambda`` and ``contact_impulse_out is contact_impulse``."""
+    tid = wp.tid()
+    total = rigid_max + soft_max + particle_count + spring_count + tri_count + edge_count
+    rc = wp.min(A.rigid_count[0], rigid_max)
+    for item in range(tid, rc, stride):
+        end = patch_end(item, rc, A.rc_shape0, A.rc_shape1, A.rc_normal)
+        if end > item and patch_touches(item, end, A.rc_shape0, A.rc_shape1, A.rc_point0, A.rc_point1, A.rc_normal,
+                                        A.rc_margin0, A.rc_margin1, A.shape_body, A.body_q, A.body_com):
+            solve_rigid_patch_fast(
+                item, end, A.rc_shape0, A.rc_shape1, A.rc_point0, A.rc_point1, A.rc_normal, A.rc_margin0,
+                A.rc_margin1, A.shape_body, A.shape_mu, A.shape_mu_torsional, A.shape_mu_rolling, A.body_q,
+                A.body_q_prev, A.body_com, A.body_inv_mass, A.body_inv_inertia, A.body_flags, A.body_mask,
+                rigid_relaxation, A.contact_lambda, A.contact_impulse, A.body_dx, A.body_dth, A.body_cnt, S,
+            )
+    for item in range(rigid_max + ((tid - rigid_max) % stride + stride) % stride, total, stride):
+        solve_aux_item(
+            item - rigid_max, dt, soft_max, particle_count, spring_count, tri_count, edge_count, A.soft_count,
+            A.sc_particle, A.sc_shape, A.sc_body_pos, A.sc_normal, soft_relaxation, soft_mu, A.shape_body,
+            A.shape_mu, A.body_q, A.body_q_prev, A.body_com, A.body_inv_mass, A.body_inv_inertia, A.body_flags,
+            A.body_mask, grid, use_grid, A.particle_q, A.particle_q_prev, A.particle_radius, A.particle_inv_mass,
+            A.particle_flags, A.particle_world, A.particle_mask, particle_mu, max_radius, A.particle_self,
+            A.spring_indices, A.spring_rest, A.spring_ke, A.spring_kd, A.tri_indices, A.tri_rest, A.tri_ke,
+            A.edge_indices, A.edge_rest, A.edge_ke, soft_body_relaxation, A.soft_lambda, A.soft_lambda_out,
+            A.body_dx, A.body_dth, A.body_cnt, A.particle_dx, A.particle_cnt,
+        )
+
+
 #: every argument of the pre-struct :func:`solve_contacts_kernel` signature, in order (the solver
 #: builds its values in this order and moves the arrays into a :class:`ContactArrays`)
 SOLVE_CONTACTS_ARG_NAMES = (
@@ -2603,3 +2990,53 @@ def friction_velocity_kernel(
                 contact_lambda, contact_impulse, contact_impulse_out, shape_body, shape_mu, body_q, body_qd,
                 body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
             )
+
+
+@wp.func
+def patch_loaded(start: int, end: int, contact_lambda: wp.array(dtype=float)):
+    """Whether some contact of ``[start, end)`` has a normal impulse this step."""
+    for c in range(start, end):
+        if contact_lambda[c] > 0.0:
+            return True
+    return False
+
+
+@wp.kernel
+def friction_velocity_fast_kernel(
+    dt: float,
+    rigid_count: wp.array(dtype=wp.int32),
+    rc_shape0: wp.array(dtype=wp.int32),
+    rc_shape1: wp.array(dtype=wp.int32),
+    rc_point0: wp.array(dtype=wp.vec3),
+    rc_point1: wp.array(dtype=wp.vec3),
+    rc_normal: wp.array(dtype=wp.vec3),
+    rc_margin0: wp.array(dtype=float),
+    rc_margin1: wp.array(dtype=float),
+    contact_lambda: wp.array(dtype=float),
+    contact_impulse: wp.array(dtype=wp.vec3),
+    contact_impulse_out: wp.array(dtype=wp.vec3),
+    shape_body: wp.array(dtype=wp.int32),
+    shape_mu: wp.array(dtype=float),
+    body_q: wp.array(dtype=wp.transform),
+    body_qd: wp.array(dtype=wp.spatial_vector),
+    body_com: wp.array(dtype=wp.vec3),
+    body_inv_mass: wp.array(dtype=float),
+    body_inv_inertia: wp.array(dtype=wp.mat33),
+    body_flags: wp.array(dtype=wp.int32),
+    body_mask: wp.array(dtype=wp.int32),
+    stride: int,
+    body_dv: wp.array(dtype=wp.vec3),
+    body_dw: wp.array(dtype=wp.vec3),
+    body_cnt: wp.array(dtype=float),
+):
+    """:func:`friction_velocity_kernel` for untaped steps: the same values, skipping the patches
+    none of whose contacts has a normal impulse this step (they change nothing)."""
+    n = wp.min(rigid_count[0], rc_shape0.shape[0])
+    for c in range(wp.tid(), n, stride):
+        end = patch_end(c, n, rc_shape0, rc_shape1, rc_normal)
+        if end > c and patch_loaded(c, end, contact_lambda):
+                friction_velocity_patch(
+                    c, end, dt, rc_shape0, rc_shape1, rc_point0, rc_point1, rc_normal, rc_margin0, rc_margin1,
+                    contact_lambda, contact_impulse, contact_impulse_out, shape_body, shape_mu, body_q, body_qd,
+                    body_com, body_inv_mass, body_inv_inertia, body_flags, body_mask, body_dv, body_dw, body_cnt,
+                )

@@ -15,7 +15,7 @@ import numpy as np
 import warp as wp
 
 from armillary.flags import ModelFlags
-from armillary.launch import LaunchCache, _warp_context, tape_recording
+from armillary.launch import LaunchCache, _warp_context, replayer, tape_recording
 from armillary.sim.enums import JointType
 from armillary.solvers import Coordinates, SolverBase, SolverCapabilities
 from armillary.solvers.observables import begin_step
@@ -27,6 +27,70 @@ __all__ = ["SolverXPBD"]
 
 def _count(model, name: str) -> int:
     return int(getattr(model, name, 0) or 0)
+
+
+#: the model attributes an untaped step reads (a recorded step plan is keyed on their identity, so
+#: that assigning another array to one of them records the step again)
+_PLAN_MODEL_FIELDS = (
+    "body_com", "body_inv_mass", "body_inv_inertia", "body_inertia", "body_flags", "body_world", "gravity",
+    "shape_body", "shape_material_mu", "shape_material_mu_torsional", "shape_material_mu_rolling",
+    "shape_material_restitution", "particle_radius", "particle_inv_mass", "particle_flags", "particle_world",
+    "particle_mu", "spring_indices", "spring_rest_length", "spring_stiffness", "spring_damping", "joint_type",
+    "joint_enabled", "joint_parent", "joint_child", "joint_X_p", "joint_X_c", "joint_q_start", "joint_qd_start",
+    "joint_dof_dim", "joint_axis", "joint_limit_lower", "joint_limit_upper", "joint_target_ke", "joint_target_kd",
+    "joint_stiffness", "joint_damping", "joint_rest_q", "joint_target_q", "joint_target_qd", "joint_mimic_joint",
+    "joint_mimic_coeffs",
+)  # fmt: skip
+
+
+def _version(obj):
+    """The assignment count of a State / Control / Contacts (``CheckedAttributes``), None for None."""
+    return None if obj is None else getattr(obj, "__dict__", {}).get("_armillary_version", -1)
+
+
+class _StepPlan:
+    """The device work of one untaped step, recorded while it ran, for replay.
+
+    An untaped step with the same ``state_in``, ``state_out``, ``control``, ``contacts`` objects
+    (and the same assignment counts), ``dt``, solver settings and model arrays launches exactly the
+    same kernels with the same arguments; replaying the recorded calls skips rebuilding the launch
+    arguments in Python, which costs more than the kernels themselves on small CPU scenes. On the
+    CPU each launch is a :func:`armillary.launch.replayer` (the packed argument block is kept); on
+    other devices it is the recorded ``wp.Launch`` (capturable)."""
+
+    __slots__ = ("objects", "versions", "settings", "model_objects", "calls", "after")
+
+    def __init__(self, objects, versions, settings, model_objects):
+        self.objects = objects
+        self.versions = versions
+        self.settings = settings
+        self.model_objects = model_objects
+        self.calls = []
+        self.after = None
+
+    def matches(self, objects, versions, settings, model_objects) -> bool:
+        a = self.objects
+        return (a[0] is objects[0] and a[1] is objects[1] and a[2] is objects[2] and a[3] is objects[3]
+                and self.versions == versions and self.settings == settings
+                and self.model_objects == model_objects)  # fmt: skip
+
+    def launch(self, kernel, dim, inputs, outputs=(), device=None) -> None:
+        """Like ``wp.launch``: run the launch now and keep it for the replays."""
+        inputs, outputs = list(inputs), list(outputs)
+        recorded = wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs, device=device, record_cmd=True)
+        run = replayer(recorded, relaunch=lambda: wp.launch(kernel, dim=dim, inputs=inputs, outputs=outputs,
+                                                            device=device))  # fmt: skip
+        run()
+        self.calls.append(run)
+
+    def do(self, fn) -> None:
+        """Run ``fn()`` (device work that is not a kernel launch) now and on every replay."""
+        fn()
+        self.calls.append(fn)
+
+    @property
+    def launch_count(self) -> int:
+        return len(self.calls)
 
 
 class SolverXPBD(SolverBase):
@@ -260,11 +324,16 @@ class SolverXPBD(SolverBase):
         self._soft_lambda = wp.zeros(0, dtype=float, device=dev)
         self._contact_lambda = wp.zeros(0, dtype=float, device=dev)
         self._contact_impulse = wp.zeros(0, dtype=wp.vec3, device=dev)
+        self._scratch = None
         self._grid = None
         self._packed = {}
         # untaped launches of the per-step kernels whose arguments do not depend on the contacts,
         # recorded once per argument set and replayed (CPU argument packing dominates small steps)
         self._launches = LaunchCache(max_entries=64)
+        # untaped steps without observables: the whole step's device work, recorded per argument set
+        # (ping-pong states alternate between two) and replayed (:class:`_StepPlan`)
+        self._plans = {}
+        self._plan_seen = {}  # keys stepped once without a plan: the next step with one records it
         self._step_contact_impulse = self._contact_impulse
         self._step_contact_count = self._body_contact_count
         self._tape_launches = None  # the recording tape's launch list (a new list: a new recording)
@@ -276,9 +345,17 @@ class SolverXPBD(SolverBase):
         self.tape_bytes_per_step = 0
 
     def _contact_buffers(self, rigid_max: int) -> None:
-        if self._contact_lambda.shape[0] != rigid_max:
-            self._contact_lambda = wp.zeros(rigid_max, dtype=float, device=self.device)
-            self._contact_impulse = wp.zeros(rigid_max, dtype=wp.vec3, device=self.device)
+        if self._contact_lambda.shape[0] != rigid_max or self._scratch is None:
+            dev = self.device
+            self._contact_lambda = wp.zeros(rigid_max, dtype=float, device=dev)
+            self._contact_impulse = wp.zeros(rigid_max, dtype=wp.vec3, device=dev)
+            # per-contact values of one iteration of the untaped contact solve
+            S = kernels.ContactScratch()
+            S.dl = wp.zeros(rigid_max, dtype=float, device=dev)
+            S.slip = wp.zeros(rigid_max, dtype=wp.vec3, device=dev)
+            S.wt = wp.zeros(rigid_max, dtype=float, device=dev)
+            S.xw = wp.zeros(rigid_max, dtype=wp.vec3, device=dev)
+            self._scratch = S
 
     def _build_tables(self) -> None:
         """Host-side (construction / notify_model_changed only): constraint tables and flags."""
@@ -354,6 +431,8 @@ class SolverXPBD(SolverBase):
         super().notify_model_changed(flags)
         self._packed.clear()
         self._launches.clear()
+        self._plans.clear()
+        self._plan_seen.clear()
         value = int(flags)
         if value & int(ModelFlags.ALL):
             self._build_tables()
@@ -482,6 +561,14 @@ class SolverXPBD(SolverBase):
         avoids the per-thread argument setup and keeps the item order)."""
         return 1 if self.device.is_cpu else max(int(n), 1)
 
+    def _plan_settings(self) -> tuple:
+        """The solver settings a step's launches depend on (part of a step plan's key)."""
+        return (self.iterations, self.soft_body_relaxation, self.soft_contact_relaxation,
+                self.joint_linear_relaxation, self.joint_angular_relaxation, self.joint_linear_compliance,
+                self.joint_angular_compliance, self.rigid_contact_relaxation,
+                self.rigid_contact_restitution_iterations, self.rigid_contact_con_weighting, self.angular_damping,
+                self.enable_restitution, self.friction_velocity_pass, self.body_mask, self.particle_mask)  # fmt: skip
+
     def step(self, state_in, state_out, control, contacts, dt: float, *, observables=None) -> None:
         """Advance ``state_in`` by ``dt`` into ``state_out`` (``state_in is state_out`` is allowed,
         except while a ``wp.Tape`` records).
@@ -493,7 +580,46 @@ class SolverXPBD(SolverBase):
 
         While a ``wp.Tape`` records, every intermediate array of the step is a fresh one (see
         "Gradients" in the class docstring), so ``tape.backward`` differentiates the step.
+
+        An untaped step without ``observables`` replays the launches recorded by the previous step
+        with the same objects, ``dt``, settings and model arrays (no Python argument building).
         """
+        if observables is not None or tape_recording():
+            self._step(state_in, state_out, control, contacts, dt, observables, None)
+            return
+        dt = float(dt)
+        key = (id(state_in), id(state_out), id(control), id(contacts), dt)
+        objects = (state_in, state_out, control, contacts)
+        versions = (_version(state_in), _version(state_out), _version(control), _version(contacts))
+        settings = self._plan_settings()
+        model_objects = tuple(map(self.model.__dict__.get, _PLAN_MODEL_FIELDS))
+        plan = self._plans.get(key)
+        if plan is not None and plan.matches(objects, versions, settings, model_objects):
+            for call in plan.calls:
+                call()
+            (self._step_contact_impulse, self._step_contact_count, self._last_rigid_max, self._last_dt,
+             self._contact_lambda, self._contact_impulse, self._scratch) = plan.after  # fmt: skip
+            return
+        if plan is None and key not in self._plan_seen:
+            # a first sighting (e.g. a rollout with a new state every step): recording costs more
+            # than it saves unless the same arguments come back
+            if len(self._plan_seen) >= 64:
+                self._plan_seen.clear()
+            self._plan_seen[key] = None
+            self._step(state_in, state_out, control, contacts, dt, None, None)
+            return
+        plan = _StepPlan(objects, versions, settings, model_objects)
+        self._step(state_in, state_out, control, contacts, dt, None, plan)
+        # what the step leaves behind (the contact buffers are sized by the contacts' capacity)
+        plan.after = (self._step_contact_impulse, self._step_contact_count, self._last_rigid_max, self._last_dt,
+                      self._contact_lambda, self._contact_impulse, self._scratch)  # fmt: skip
+        if len(self._plans) >= 8:
+            self._plans.clear()
+        self._plans[key] = plan
+
+    def _step(self, state_in, state_out, control, contacts, dt, observables, plan) -> None:
+        """One step; ``plan`` (untaped only): a :class:`_StepPlan` that runs and records every
+        launch, else ``None`` (launches through the :class:`LaunchCache` or, taped, ``wp.launch``)."""
         observed = begin_step(self, observables, state_in, state_out, contacts)
         model, dev = self.model, self.device
         dt = float(dt)
@@ -510,6 +636,12 @@ class SolverXPBD(SolverBase):
             self._tape_step_bytes = 0
         new, advance = self._fresh, self._advance  # taped only: a fresh array / a recorded copy
         launch = wp.launch if taped else self._launches.launch  # replays bypass a tape
+        direct = wp.launch  # launches whose arguments change with the contacts
+        if plan is not None:
+            launch = direct = plan.launch
+
+        def do(fn):
+            fn() if plan is None else plan.do(fn)
 
         def m(name, empty):
             v = getattr(model, name, None)
@@ -528,9 +660,10 @@ class SolverXPBD(SolverBase):
         if bodies and self.joint_count and self.dof_count and joint_f is not None and joint_f.shape[0]:
             wrench = new(self._body_f) if taped else self._body_f
             if body_f is not None:
-                wp.copy(wrench, body_f)
+                src = body_f
+                do(lambda: wp.copy(wrench, src))
             elif not taped:
-                wrench.zero_()
+                do(wrench.zero_)
             launch(
                 K.joint_force_kernel, dim=self.joint_count,
                 inputs=[model.joint_type, model.joint_enabled, model.joint_parent, model.joint_child,
@@ -625,7 +758,8 @@ class SolverXPBD(SolverBase):
             if taped:  # the adjoint queries the grid of this step: one per step, kept with the tape
                 grid = wp.HashGrid(16, 16, 16, device=dev)
                 self._tape_keep.append(grid)
-            grid.build(particle_q, radius=2.0 * self._max_radius)
+            grid_q, grid_r = particle_q, 2.0 * self._max_radius
+            do(lambda: grid.build(grid_q, radius=grid_r))
 
         apply_dim = max(nb, npart)
         weighting = 1 if self.rigid_contact_con_weighting else 0
@@ -748,8 +882,12 @@ class SolverXPBD(SolverBase):
                         body_q, particle_q, contact_lambda, lam_next, contact_impulse, imp_next, soft_lambda, soft_next,
                         acc), cache=False)  # fmt: skip
                     contact_lambda, contact_impulse, soft_lambda = lam_next, imp_next, soft_next
-                wp.launch(K.solve_contacts_kernel, dim=self._loop_dim(contact_dim), inputs=contact_args,
-                          device=dev)  # fmt: skip
+                if taped:
+                    direct(K.solve_contacts_kernel, dim=self._loop_dim(contact_dim), inputs=contact_args,
+                           device=dev)  # fmt: skip
+                else:  # the same values with less work per contact (no adjoint; updates in place)
+                    direct(K.solve_contacts_fast_kernel, dim=self._loop_dim(contact_dim),
+                           inputs=contact_args + [self._scratch], device=dev)  # fmt: skip
                 apply(npart, True, weighting, acc, contact_count)
 
         vel_stages = friction_passes + restitution_passes
@@ -776,8 +914,8 @@ class SolverXPBD(SolverBase):
         for _ in range(friction_passes):
             a = self._fresh_accumulators() if taped else acc
             imp_next = advance(contact_impulse) if taped else contact_impulse
-            wp.launch(
-                K.friction_velocity_kernel, dim=self._loop_dim(rigid_max),
+            direct(
+                K.friction_velocity_kernel if taped else K.friction_velocity_fast_kernel, dim=self._loop_dim(rigid_max),
                 inputs=[dt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                         contacts.rigid_contact_shape1, contacts.rigid_contact_point0, contacts.rigid_contact_point1,
                         contacts.rigid_contact_normal, contacts.rigid_contact_margin0, contacts.rigid_contact_margin1,
@@ -794,7 +932,7 @@ class SolverXPBD(SolverBase):
             gdt = self._gnorm * dt
             for _ in range(restitution_passes):
                 a = self._fresh_accumulators() if taped else acc
-                wp.launch(
+                direct(
                     K.restitution_kernel, dim=self._loop_dim(rigid_max),
                     inputs=[gdt, contacts.rigid_contact_count, contacts.rigid_contact_shape0,
                             contacts.rigid_contact_shape1, contacts.rigid_contact_point0,
