@@ -133,6 +133,13 @@ def _pow2_tile(size: int) -> int:
     return t
 
 
+def _float_key(x: float) -> str:
+    """``x`` as a C identifier fragment (its float64 bits in hex)."""
+    import struct
+
+    return struct.pack("<d", float(x)).hex()
+
+
 def dense_tile_kernel(tk: int, tm: int, act: int, alpha: float, beta: float):
     """The tiled dense kernel for weight tiles ``(tk, tm)`` and a fixed activation (compiled once per key)."""
     key = (TILE_ROWS, tk, tm, act, alpha, beta)
@@ -140,12 +147,16 @@ def dense_tile_kernel(tk: int, tm: int, act: int, alpha: float, beta: float):
     if kernel is not None:
         return kernel
     TN, TK, TM, ACT, ALPHA, BETA = TILE_ROWS, tk, tm, act, alpha, beta
+    # Warp's module hash does not see the constants of a function handed to tile_map (act_fn), so
+    # kernels differing only in activation would share a module (and a kernel-cache entry): the
+    # kernel's name carries the whole key.
+    name = "dense_tiled_{}_{}_{}_{}_{}_{}".format(TN, tk, tm, int(act), _float_key(alpha), _float_key(beta))
 
     @wp.func
     def act_fn(v: float):
         return _act(ACT, v, ALPHA, BETA)
 
-    @wp.kernel(module="unique", enable_backward=False)
+    @wp.kernel(name=name, module="unique", enable_backward=False)
     def dense_tiled(
         x: wp.array2d(dtype=wp.float32),
         w: wp.array2d(dtype=wp.float32),

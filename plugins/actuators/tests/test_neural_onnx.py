@@ -608,3 +608,19 @@ def test_builder_entries_become_one_batched_actuator(tmp_path):
     act.step(state, control, act.state(), act.state(), dt=0.01)
     x = np.stack([tq, np.zeros(6, np.float32)], 1)
     np.testing.assert_allclose(control.joint_f.numpy(), 0.5 * np_mlp(weights, x, acts=("Elu",))[:, 0], **TOL)
+
+
+def test_dense_tile_kernels_differing_only_in_activation_do_not_share_a_module():
+    """Warp's module hash does not cover the constants of the activation function handed to
+    tile_map: without distinct names a ReLU and a tanh layer of one tile shape shared one module
+    (and kernel-cache entry), so a warm cache gave one of them the other's activation."""
+    from armillary_actuators import onnx_kernels
+
+    relu = onnx_kernels.dense_tile_kernel(8, 16, 1, 0.0, 0.0)
+    tanh = onnx_kernels.dense_tile_kernel(8, 16, 2, 0.0, 0.0)
+    leaky_a = onnx_kernels.dense_tile_kernel(8, 16, 6, 0.01, 0.0)
+    leaky_b = onnx_kernels.dense_tile_kernel(8, 16, 6, 0.2, 0.0)
+    kernels = [relu, tanh, leaky_a, leaky_b]
+    assert len({k.module.name for k in kernels}) == 4
+    assert len({k.module.get_module_hash() for k in kernels}) == 4
+    assert onnx_kernels.dense_tile_kernel(8, 16, 1, 0.0, 0.0) is relu
