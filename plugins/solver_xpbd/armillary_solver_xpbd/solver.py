@@ -9,6 +9,7 @@ Written from the papers; see :mod:`.kernels` for the launch structure.
 
 from __future__ import annotations
 
+import ctypes
 import types
 
 import numpy as np
@@ -93,6 +94,66 @@ class _StepPlan:
         return len(self.calls)
 
 
+def _clone_struct(template):
+    """A new instance of ``template``'s Warp struct class holding the same field values: the packed
+    C struct copied byte for byte and the Python field references (arrays, gradient keep-alives)
+    shared. For structs whose fields are all arrays or scalars (no nested structs)."""
+    out = type(template)()
+    ctype = out.__dict__["_ctype"]
+    ctypes.memmove(ctypes.addressof(ctype), ctypes.addressof(template._ctype), ctypes.sizeof(ctype))
+    out.__dict__.update(template.__dict__)
+    out.__dict__["_ctype"] = ctype
+    return out
+
+
+class _TapePool:
+    """Bump allocator for the arrays of one taped step: zeroed value and gradient blocks allocated
+    a few at a time (one, once sized by the previous step) and handed out as array views, instead of
+    two zeroed allocations per array. Every view keeps its blocks alive (the tape holds the views),
+    and views never overlap, so each is as distinct as a fresh ``wp.zeros(..., requires_grad=True)``.
+    Zero-size arrays are shared per (dtype, shape, gradient): they hold no values to overwrite."""
+
+    _ALIGN = 64  # bytes: every view starts on a 64-byte boundary
+
+    def __init__(self, device, hint_bytes: int, empties: dict):
+        self.device = device
+        self.hint = max(int(hint_bytes), 4096)
+        self.used = 0  # bytes handed out (values; gradients take as much again)
+        self._block = self._grad = None
+        self._offset = self._size = 0
+        self._empties = empties
+
+    def take(self, shape, dtype, requires_grad: bool = True):
+        """A zeroed array of ``shape`` and ``dtype`` (with a zeroed gradient when ``requires_grad``)."""
+        shape = tuple(int(d) for d in shape)
+        count = 1
+        for d in shape:
+            count *= d
+        if count == 0:
+            key = (dtype, shape, bool(requires_grad))
+            out = self._empties.get(key)
+            if out is None:
+                out = self._empties[key] = wp.zeros(shape, dtype=dtype, device=self.device,
+                                                    requires_grad=requires_grad)  # fmt: skip
+            return out
+        nbytes = count * wp.types.type_size_in_bytes(dtype)
+        span = -(-nbytes // self._ALIGN) * self._ALIGN
+        if self._block is None or self._offset + span > self._size:
+            self._size = max(span, self.hint)
+            self._block = wp.zeros(self._size, dtype=wp.uint8, device=self.device)
+            self._grad = wp.zeros(self._size, dtype=wp.uint8, device=self.device)
+            self._offset = 0
+        off, self._offset = self._offset, self._offset + span
+        self.used += span
+        grad = None
+        if requires_grad:
+            grad = wp.array(ptr=self._grad.ptr + off, dtype=dtype, shape=shape, device=self.device)
+            grad._armillary_block = self._grad
+        out = wp.array(ptr=self._block.ptr + off, dtype=dtype, shape=shape, device=self.device, grad=grad)
+        out._armillary_block = (self._block, self._grad)
+        return out
+
+
 class SolverXPBD(SolverBase):
     """XPBD integrator for rigid bodies (maximal coordinates), joints, contacts, particles and cloth.
 
@@ -146,7 +207,10 @@ class SolverXPBD(SolverBase):
     with their adjoints (:mod:`.kernels_grad`) and writes every value a launch produces into a fresh
     array: the predicted and corrected poses of every iteration, the velocities of every pass, the
     accumulated corrections, multipliers and contact impulses of every iteration, the correction
-    accumulators of every launch and, with particle contacts, a hash grid per step. Nothing a later
+    accumulators of every launch and, with particle contacts, a hash grid per step (the arrays are
+    non-overlapping views into one zeroed value block and one zeroed gradient block per step, sized
+    by the previous taped step, and the struct arguments are copies of the previous ones with only
+    the changed arrays re-packed: both cut the per-step Python cost, not the memory). Nothing a later
     launch overwrites is read back by an earlier launch's adjoint; the arrays live as long as the
     tape (:attr:`tape_bytes_per_step`). A taped step reads the active rigid contact count back to
     the host (to size its contact arrays), refuses ``state_out`` arrays that this tape's steps read
@@ -340,6 +404,11 @@ class SolverXPBD(SolverBase):
         self._tape_keep = []  # per-step objects a recording tape needs alive (hash grids)
         self._tape_read = set()  # data pointers of the state_in arrays of this tape's steps
         self._tape_step_bytes = 0
+        self._pool = None  # a taped step's _TapePool (None outside a taped step)
+        self._tape_pool_hint = 0  # bytes of views the last taped step took
+        self._tape_empties = {}  # the shared zero-size arrays of taped steps
+        self._taped_structs = {}  # struct class -> (last taped instance, {field: (array, descriptor)})
+        self._count_arrays = {}  # n -> the read-only one-element count array of taped snapshots
         #: bytes of the intermediate arrays (and their gradients) the last step under a recording
         #: ``wp.Tape`` allocated (0 before any); they live as long as the tape
         self.tape_bytes_per_step = 0
@@ -430,6 +499,7 @@ class SolverXPBD(SolverBase):
         """Refresh the constraint tables; every other model array is read live at each step."""
         super().notify_model_changed(flags)
         self._packed.clear()
+        self._taped_structs.clear()
         self._launches.clear()
         self._plans.clear()
         self._plan_seen.clear()
@@ -448,11 +518,8 @@ class SolverXPBD(SolverBase):
         array argument costs microseconds on every CPU launch and a struct's packing is kept;
         ``cache=False`` (taped steps, whose arrays are fresh each launch) builds a new one."""
         if not cache:
-            A = struct_cls()
-            for n, v in zip(names, values):
-                if n in fields:
-                    setattr(A, n, v)
-            return [v for n, v in zip(names, values) if n not in fields] + [A]
+            return [v for n, v in zip(names, values) if n not in fields] + [self._taped_struct(struct_cls, names,
+                                                                                               fields, values)]
         key = (struct_cls,) + tuple(id(v) for n, v in zip(names, values) if n in fields)
         entry = self._packed.pop(key, None)
         if entry is None:
@@ -465,6 +532,31 @@ class SolverXPBD(SolverBase):
         while len(self._packed) > 16:
             self._packed.pop(next(iter(self._packed)))
         return [v for n, v in zip(names, values) if n not in fields] + [entry[0]]
+
+    def _taped_struct(self, struct_cls, names, fields, values):
+        """A new ``struct_cls`` instance for one taped launch (the tape keeps it: never modified
+        afterwards). It starts as a byte copy of the previous taped instance of ``struct_cls`` and
+        sets only the fields whose array (or that array's descriptor, which changes when its
+        gradient is allocated) differs; most fields are model arrays that every step passes."""
+        prev = self._taped_structs.get(struct_cls)
+        A = None
+        if prev is not None:
+            try:
+                A = _clone_struct(prev[0])
+            except (AttributeError, TypeError, ValueError):  # a Warp without these internals
+                A = prev = None
+        if A is None:
+            A = struct_cls()
+        seen = {}
+        for n, v in zip(names, values):
+            if n in fields:
+                desc = v.__ctype__() if isinstance(v, wp.array) else None
+                old = prev[1].get(n) if prev is not None else None
+                if old is None or old[0] is not v or old[1] is not desc or desc is None:
+                    setattr(A, n, v)
+                seen[n] = (v, desc)
+        self._taped_structs[struct_cls] = (A, seen)
+        return A
 
     def _contact_args(self, values, cache: bool = True) -> list:
         """:func:`.kernels.solve_contacts_kernel` arguments from the values of
@@ -482,7 +574,7 @@ class SolverXPBD(SolverBase):
     def _fresh(self, like, requires_grad: bool = True):
         """A zeroed array shaped like ``like`` for one value of a taped step (counted in
         :attr:`tape_bytes_per_step`, gradient included)."""
-        out = wp.zeros_like(like, requires_grad=requires_grad)
+        out = self._pool.take(like.shape, like.dtype, requires_grad)
         self._tape_step_bytes += out.capacity * (2 if requires_grad else 1)
         return out
 
@@ -503,25 +595,35 @@ class SolverXPBD(SolverBase):
             for name in names:
                 src = getattr(contacts, name)
                 grad = src.grad is not None
-                dst = wp.empty(n, dtype=src.dtype, device=self.device, requires_grad=grad)
+                dst = self._pool.take((n,), src.dtype, grad)
                 self._tape_step_bytes += dst.capacity * (2 if grad else 1)
                 if n:
                     wp.copy(dst, src, count=n)
                 setattr(snap, name, dst)
-        snap.rigid_contact_count = wp.array([nr], dtype=wp.int32, device=self.device)
-        snap.soft_contact_count = wp.array([ns], dtype=wp.int32, device=self.device)
+        snap.rigid_contact_count = self._count_array(nr)
+        snap.soft_contact_count = self._count_array(ns)
         self._tape_step_bytes += 8
         return snap, nr, ns
 
+    def _count_array(self, n: int):
+        """A one-element ``int32`` array holding ``n``, shared by the taped steps: launches only read
+        it (building ``wp.array([n])`` costs more than the rest of a snapshot)."""
+        out = self._count_arrays.get(n)
+        if out is None:
+            if len(self._count_arrays) >= 256:
+                self._count_arrays.clear()
+            out = self._count_arrays[n] = wp.array([n], dtype=wp.int32, device=self.device)
+        return out
+
     def _fresh_n(self, n: int, dtype):
         """A zeroed array of ``n`` ``dtype`` values with a gradient for a taped step (counted)."""
-        out = wp.zeros(n, dtype=dtype, device=self.device, requires_grad=True)
+        out = self._pool.take((n,), dtype)
         self._tape_step_bytes += 2 * out.capacity
         return out
 
     def _advance(self, arr):
         """A fresh copy of ``arr`` (``wp.copy`` is on the tape) that a launch adds to."""
-        out = wp.empty_like(arr, requires_grad=True)
+        out = self._pool.take(arr.shape, arr.dtype)
         self._tape_step_bytes += 2 * out.capacity
         wp.copy(out, arr)
         return out
@@ -634,6 +736,8 @@ class SolverXPBD(SolverBase):
 
             self._check_taped_states(state_in, state_out)
             self._tape_step_bytes = 0
+            # sized by the previous taped step: usually one value block and one gradient block
+            self._pool = _TapePool(dev, self._tape_pool_hint, self._tape_empties)
         new, advance = self._fresh, self._advance  # taped only: a fresh array / a recorded copy
         launch = wp.launch if taped else self._launches.launch  # replays bypass a tape
         direct = wp.launch  # launches whose arguments change with the contacts
@@ -953,6 +1057,8 @@ class SolverXPBD(SolverBase):
                                                                                       observed_rigid_max, dt, K))
         if taped:
             self.tape_bytes_per_step = self._tape_step_bytes
+            self._tape_pool_hint = self._pool.used
+            self._pool = None
 
     def _observed_contact_force(self, contacts, rigid_max: int, dt: float, K=kernels):
         """The step's rigid contact forces (``spatial_vector`` rows ``(f, 0)``, f = force of shape 0
