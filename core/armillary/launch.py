@@ -121,6 +121,9 @@ class LaunchCache:
 
     def launch(self, kernel, dim, inputs, outputs=(), device=None) -> None:
         """Like ``wp.launch(kernel, dim, inputs=..., outputs=..., device=...)``."""
+        if _warp_context.runtime.tape is not None:  # a recording tape must see the launch; nothing to cache
+            wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device)
+            return
         key = (id(kernel), dim if isinstance(dim, int) else tuple(dim), str(device),
                tuple(self._key_of(v) for v in inputs), tuple(self._key_of(v) for v in outputs))  # fmt: skip
         cmd = self._entries.get(key)

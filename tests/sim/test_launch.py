@@ -26,3 +26,30 @@ def test_replayer_matches_launch_and_keeps_arrays_alive():
     for _ in range(3):
         cache.launch(axpy, 5, [1.0, x2], [y], device="cpu")
     np.testing.assert_array_equal(y.numpy(), 4.0 * np.arange(5) + 3.0)
+
+
+def test_launch_cache_under_a_tape_launches_directly_and_records_nothing():
+    """While a wp.Tape records, LaunchCache.launch is a plain wp.launch: the tape sees it (gradients
+    flow) and no entry is recorded (taped rollouts use fresh arrays every step, so entries would
+    never be replayed)."""
+    import numpy as np
+    import warp as wp
+
+    from armillary.launch import LaunchCache
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = 3.0 * x[i]
+
+    cache = LaunchCache()
+    x = wp.array(np.ones(4, np.float32), requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        cache.launch(scale, 4, [x], [y])
+    assert len(cache._entries) == 0
+    tape.backward(grads={y: wp.array(np.ones(4, np.float32))})
+    np.testing.assert_allclose(x.grad.numpy(), 3.0)
+    cache.launch(scale, 4, [x], [y])  # untaped: recorded and replayed as before
+    assert len(cache._entries) == 1
