@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import warp as wp
 
-__all__ = ["LaunchCache", "replayer", "tape_recording"]
+__all__ = ["LaunchCache", "has_adjoint", "replayer", "tape_recording"]
 
 try:
     from warp._src import context as _warp_context
@@ -34,6 +34,15 @@ def tape_recording() -> bool:
     """True while a ``wp.Tape`` records launches (inside ``with wp.Tape():``)."""
     runtime = _warp_context.runtime
     return runtime is not None and runtime.tape is not None
+
+
+def has_adjoint(kernel) -> bool:
+    """Whether ``kernel`` is compiled with a backward (adjoint) entry: its own ``enable_backward``
+    option, else its module's."""
+    option = kernel.options.get("enable_backward")
+    if option is None:
+        option = kernel.module.options.get("enable_backward", True)
+    return bool(option)
 
 
 def replayer(cmd, relaunch=None):
@@ -122,7 +131,10 @@ class LaunchCache:
     def launch(self, kernel, dim, inputs, outputs=(), device=None) -> None:
         """Like ``wp.launch(kernel, dim, inputs=..., outputs=..., device=...)``."""
         if _warp_context.runtime.tape is not None:  # a recording tape must see the launch; nothing to cache
-            wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device)
+            # a kernel compiled without adjoints (collision) is left off the tape: its outputs are
+            # constants for the gradients either way, and the tape would warn on every backward
+            wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device,
+                      record_tape=has_adjoint(kernel))  # fmt: skip
             return
         key = (id(kernel), dim if isinstance(dim, int) else tuple(dim), str(device),
                tuple(self._key_of(v) for v in inputs), tuple(self._key_of(v) for v in outputs))  # fmt: skip

@@ -53,3 +53,35 @@ def test_launch_cache_under_a_tape_launches_directly_and_records_nothing():
     np.testing.assert_allclose(x.grad.numpy(), 3.0)
     cache.launch(scale, 4, [x], [y])  # untaped: recorded and replayed as before
     assert len(cache._entries) == 1
+
+
+def test_launch_cache_keeps_kernels_without_adjoints_off_the_tape():
+    """A kernel compiled without adjoints (the collision pipeline's) launched through LaunchCache under
+    a tape runs but is not recorded: its outputs are constants for the gradients either way, and a
+    recorded one makes every tape.backward warn."""
+    import warnings
+
+    import numpy as np
+    import warp as wp
+
+    from armillary.launch import LaunchCache, has_adjoint
+
+    def fill(y: wp.array(dtype=float)):
+        y[wp.tid()] = 2.0
+
+    no_adjoint = wp.kernel(fill, enable_backward=False, module="unique")
+    with_adjoint = wp.kernel(fill, module="unique")
+    assert not has_adjoint(no_adjoint) and has_adjoint(with_adjoint)
+    cache = LaunchCache()
+    y = wp.zeros(3, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        cache.launch(no_adjoint, 3, [], [y])
+    np.testing.assert_allclose(y.numpy(), 2.0)
+    assert len(tape.launches) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tape.backward(grads={y: wp.ones(3, dtype=float)})
+    with tape:
+        cache.launch(with_adjoint, 3, [], [y])
+    assert len(tape.launches) == 1
