@@ -107,6 +107,9 @@ def replayer(cmd, relaunch=None):
 class LaunchCache:
     """Records ``wp.launch`` commands keyed by their exact arguments and replays them.
 
+    An argument set is recorded the second time it is launched (the first launch is a plain
+    ``wp.launch``), so argument sets that never come back cost no recording.
+
     The key holds the identity of every array argument and the value of every other
     argument; the recorded command keeps references to its arrays, so an ``id`` cannot be
     reused by another array while its entry lives. Up to ``max_entries`` argument sets are
@@ -117,6 +120,7 @@ class LaunchCache:
     def __init__(self, max_entries: int = 16):
         self.max_entries = int(max_entries)
         self._entries: OrderedDict = OrderedDict()
+        self._seen: OrderedDict = OrderedDict()  # keys launched once, not recorded (bounded)
 
     @staticmethod
     def _key_of(value):
@@ -139,7 +143,17 @@ class LaunchCache:
         key = (id(kernel), dim if isinstance(dim, int) else tuple(dim), str(device),
                tuple(self._key_of(v) for v in inputs), tuple(self._key_of(v) for v in outputs))  # fmt: skip
         cmd = self._entries.get(key)
+        if cmd is None and key not in self._seen:
+            # first sight of this argument set: a plain launch. Recording costs more than a launch
+            # (packing plus a replayer), which only pays off for argument sets that come back
+            # (ping-pong states); rollouts over fresh arrays every step never record.
+            self._seen[key] = None
+            if len(self._seen) > 4 * self.max_entries:
+                self._seen.popitem(last=False)
+            wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device)
+            return
         if cmd is None:
+            self._seen.pop(key, None)
             recorded = wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device,
                                  record_cmd=True)  # fmt: skip
             cmd = replayer(recorded, relaunch=lambda: wp.launch(kernel, dim=dim, inputs=list(inputs),
@@ -155,3 +169,4 @@ class LaunchCache:
     def clear(self) -> None:
         """Forget every recorded launch (releases the references they hold to arrays)."""
         self._entries.clear()
+        self._seen.clear()

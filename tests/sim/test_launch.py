@@ -51,8 +51,40 @@ def test_launch_cache_under_a_tape_launches_directly_and_records_nothing():
     assert len(cache._entries) == 0
     tape.backward(grads={y: wp.array(np.ones(4, np.float32))})
     np.testing.assert_allclose(x.grad.numpy(), 3.0)
-    cache.launch(scale, 4, [x], [y])  # untaped: recorded and replayed as before
+    cache.launch(scale, 4, [x], [y])  # untaped: launched, recorded the second time, then replayed
+    assert len(cache._entries) == 0
+    cache.launch(scale, 4, [x], [y])
     assert len(cache._entries) == 1
+    y.zero_()
+    cache.launch(scale, 4, [x], [y])
+    np.testing.assert_allclose(y.numpy(), 3.0)
+
+
+def test_launch_cache_records_only_argument_sets_that_come_back():
+    """A rollout over fresh arrays every step records nothing; ping-pong arrays are recorded once each."""
+    import numpy as np
+    import warp as wp
+
+    from armillary.launch import LaunchCache
+
+    @wp.kernel
+    def add_one(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = x[i] + 1.0
+
+    cache = LaunchCache(max_entries=4)
+    states = [wp.zeros(2, dtype=float)]
+    for _ in range(20):  # fresh output array every step
+        states.append(wp.zeros(2, dtype=float))
+        cache.launch(add_one, 2, [states[-2]], [states[-1]])
+    assert len(cache._entries) == 0 and len(cache._seen) <= 16
+    np.testing.assert_allclose(states[-1].numpy(), 20.0)
+    a, b = wp.zeros(2, dtype=float), wp.zeros(2, dtype=float)
+    for _ in range(5):  # ping-pong
+        cache.launch(add_one, 2, [a], [b])
+        a, b = b, a
+    assert len(cache._entries) == 2
+    np.testing.assert_allclose(a.numpy(), 5.0)
 
 
 def test_launch_cache_keeps_kernels_without_adjoints_off_the_tape():
