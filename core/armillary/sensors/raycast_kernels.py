@@ -991,6 +991,25 @@ def flatten_color_kernel(
         out[ty * h + y, tx * w + x, k] = wp.uint8((v >> wp.uint32(8 * k)) & wp.uint32(255))
 
 
+
+@wp.func
+def depth_grey(v: float, near: float, far: float):
+    """Grey byte of a depth ``v`` [m] for preview images: 255 at ``near``, 50 at ``far``, 0 for no hit."""
+    g = wp.uint8(0)
+    if v > 0.0:
+        f = float(1.0)
+        if far > near:
+            f = wp.clamp((far - v) / (far - near), 0.0, 1.0)
+        g = wp.uint8(int(50.0 + 205.0 * f + 0.5))
+    return g
+
+
+@wp.func
+def normal_byte(c: float):
+    """A unit normal's component in [-1, 1] as a byte in [0, 255]."""
+    return wp.uint8(int(wp.clamp(0.5 * c + 0.5, 0.0, 1.0) * 255.0 + 0.5))
+
+
 @wp.kernel
 def flatten_normal_kernel(image: wp.array4d(dtype=wp.vec3), per_row: int, out: wp.array3d(dtype=wp.uint8)):
     world, cam, y, x = wp.tid()
@@ -1002,7 +1021,7 @@ def flatten_normal_kernel(image: wp.array4d(dtype=wp.vec3), per_row: int, out: w
     w = image.shape[3]
     n = image[world, cam, y, x]
     for k in range(3):
-        out[ty * h + y, tx * w + x, k] = wp.uint8(int(wp.clamp(0.5 * n[k] + 0.5, 0.0, 1.0) * 255.0 + 0.5))
+        out[ty * h + y, tx * w + x, k] = normal_byte(n[k])
     out[ty * h + y, tx * w + x, 3] = wp.uint8(255)
 
 
@@ -1027,14 +1046,7 @@ def flatten_depth_kernel(
     h = image.shape[2]
     w = image.shape[3]
     v = image[world, cam, y, x]
-    g = wp.uint8(0)
-    if v > 0.0:
-        near = rng[0]
-        far = rng[1]
-        f = float(1.0)
-        if far > near:
-            f = wp.clamp((far - v) / (far - near), 0.0, 1.0)
-        g = wp.uint8(int(50.0 + 205.0 * f + 0.5))
+    g = depth_grey(v, rng[0], rng[1])
     for k in range(3):
         out[ty * h + y, tx * w + x, k] = g
     out[ty * h + y, tx * w + x, 3] = wp.uint8(255)
@@ -1074,7 +1086,7 @@ def normal_rgba_kernel(image: wp.array4d(dtype=wp.vec3), out: wp.array4d(dtype=w
     tile = world * image.shape[1] + cam
     n = image[world, cam, y, x]
     for k in range(3):
-        out[tile, y, x, k] = wp.uint8(int(wp.clamp(0.5 * n[k] + 0.5, 0.0, 1.0) * 255.0 + 0.5))
+        out[tile, y, x, k] = normal_byte(n[k])
     out[tile, y, x, 3] = wp.uint8(255)
 
 
@@ -1083,14 +1095,7 @@ def depth_rgba_kernel(image: wp.array4d(dtype=float), rng: wp.array(dtype=float)
     world, cam, y, x = wp.tid()
     tile = world * image.shape[1] + cam
     v = image[world, cam, y, x]
-    g = wp.uint8(0)
-    if v > 0.0:
-        near = rng[0]
-        far = rng[1]
-        f = float(1.0)
-        if far > near:
-            f = wp.clamp((far - v) / (far - near), 0.0, 1.0)
-        g = wp.uint8(int(50.0 + 205.0 * f + 0.5))
+    g = depth_grey(v, rng[0], rng[1])
     for k in range(3):
         out[tile, y, x, k] = g
     out[tile, y, x, 3] = wp.uint8(255)
