@@ -121,6 +121,30 @@ def simplex_closest(W: mat43g, n: int):
     return lam, inside
 
 
+@wp.func
+def compact_simplex(W: mat43g, PA: mat43g, PB: mat43g, n: int, lam: vec4g):
+    """The supporting sub-simplex of ``W`` (Minkowski points) and its witnesses ``PA``, ``PB``: the
+    vertices with barycentric weight ``lam > 0``, their count, and the weighted closest point and
+    witness points."""
+    W2 = mat43g()
+    A2 = mat43g()
+    B2 = mat43g()
+    m = int(0)
+    nv = wp.vec3(0.0)
+    na = wp.vec3(0.0)
+    nb = wp.vec3(0.0)
+    for i in range(n):
+        if lam[i] > 0.0:
+            W2[m] = W[i]
+            A2[m] = PA[i]
+            B2[m] = PB[i]
+            nv += lam[i] * W[i]
+            na += lam[i] * PA[i]
+            nb += lam[i] * PB[i]
+            m += 1
+    return W2, A2, B2, m, nv, na, nb
+
+
 @wp.func(inline=False)
 def gjk(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3), core: int, offB: wp.vec3):
     """Distance between A and B + offB: (distance, point on A, point on B + offB, overlap flag)."""
@@ -159,22 +183,7 @@ def gjk(gA: ConvexGeo, gB: ConvexGeo, verts: wp.array(dtype=wp.vec3), core: int,
             overlap = 1
             break
         # compact to the supporting sub-simplex
-        W2 = mat43g()
-        A2 = mat43g()
-        B2 = mat43g()
-        m = int(0)
-        nv = wp.vec3(0.0)
-        na = wp.vec3(0.0)
-        nb = wp.vec3(0.0)
-        for i in range(n):
-            if lam[i] > 0.0:
-                W2[m] = W[i]
-                A2[m] = PA[i]
-                B2[m] = PB[i]
-                nv += lam[i] * W[i]
-                na += lam[i] * PA[i]
-                nb += lam[i] * PB[i]
-                m += 1
+        W2, A2, B2, m, nv, na, nb = compact_simplex(W, PA, PB, n, lam)
         if wp.dot(nv, nv) >= vv:
             # no progress (numerical floor): keep the previous estimate
             break

@@ -18,7 +18,8 @@ wp.set_module_options({"enable_backward": False, "max_unroll": 1})
 
 from ..sim.enums import GeoType
 from .convex import PEN_CLEARANCE, CORE_TOUCH, convex_distance
-from .gjk import GJK_MAX_ITER, GJK_OVERLAP_SQ, GJK_REL_TOL, mat43g, simplex_closest, tri_closest_bary
+from .gjk import (GJK_MAX_ITER, GJK_OVERLAP_SQ, GJK_REL_TOL, compact_simplex, mat43g, simplex_closest,
+                  tri_closest_bary)
 from .support import BOX, TRIANGLE, ConvexGeo, shape_scale_len, support_feature, support_world
 
 
@@ -302,22 +303,7 @@ def gjk_triangle_box(t0: wp.vec3, t1: wp.vec3, t2: wp.vec3, h: wp.vec3, off: wp.
         if inside != 0:
             overlap = 1
             break
-        W2 = mat43g()
-        A2 = mat43g()
-        B2 = mat43g()
-        m = int(0)
-        nv = wp.vec3(0.0)
-        na = wp.vec3(0.0)
-        nb = wp.vec3(0.0)
-        for i in range(n):
-            if lam[i] > 0.0:
-                W2[m] = W[i]
-                A2[m] = PA[i]
-                B2[m] = PB[i]
-                nv += lam[i] * W[i]
-                na += lam[i] * PA[i]
-                nb += lam[i] * PB[i]
-                m += 1
+        W2, A2, B2, m, nv, na, nb = compact_simplex(W, PA, PB, n, lam)
         if wp.dot(nv, nv) >= vv:
             break
         W = W2
